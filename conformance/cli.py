@@ -1,0 +1,68 @@
+"""The ``posref`` command line: a dispatcher over one module per subcommand.
+
+Each command module exposes ``add_parser(subparsers)``, which registers its sub-parser and sets
+``func`` to a callable ``(args) -> int`` (the exit code). Heavy imports (torch, numba kernels)
+happen inside those callables so that ``posref --help`` stays fast.
+
+Exit codes (DESIGN.md): 0 passed, 1 some case or identity failed, 2 usage or target error,
+3 golden vectors fail their integrity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from conformance.errors import UsageError
+
+COMMAND_MODULES = (
+    "conformance.commands.conform",
+    "conformance.commands.vectors",
+    "conformance.commands.identities",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with 2 on usage errors already; keep its message to one line."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        self.exit(2, f"posref: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    from reference import __version__
+
+    parser = _Parser(prog="posref", description="Ground truth for Transformer positional encodings.")
+    parser.add_argument("--version", action="version", version=f"posref {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a command not built yet
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"posref: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("posref: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``posref`` subcommand (see conformance.cli)."""

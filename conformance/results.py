@@ -1,0 +1,105 @@
+"""The runner's result model: what every report (terminal, JSON, JUnit, Markdown, plot) reads.
+
+Field names follow the JSON report contract in DESIGN.md; ``Report.to_json()`` is that document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+VERDICTS = ("pass", "fail", "error", "skip", "acceptable")
+
+
+@dataclass
+class Diagnosis:
+    """One explanation of a failure: a stable code from DESIGN.md and a one-line message."""
+
+    code: str
+    message: str
+
+
+@dataclass
+class CaseResult:
+    """One golden case graded in one dtype.
+
+    verdict        pass | fail | error | skip | acceptable
+    max_abs_error  largest |output - expected| over elements (None when no output was graded)
+    budget_ratio   max(error / budget) over elements; the case passes when <= 1
+    worst_index    index (as a list) of the element that attains budget_ratio
+    positions      positions the case holds (for plots); errors/budgets per position optional
+    """
+
+    id: str
+    dtype: str
+    verdict: str
+    max_abs_error: Optional[float] = None
+    budget_ratio: Optional[float] = None
+    worst_index: Optional[list] = None
+    diagnoses: list = field(default_factory=list)  # list[Diagnosis]
+    repro: str = ""
+    duration_s: float = 0.0
+    # Per-position curve for the plot: list of [position, max_error, max_budget].
+    curve: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # list[str], e.g. "budget too wide to tell m from m+1"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["diagnoses"] = [asdict(x) if isinstance(x, Diagnosis) else dict(x) for x in self.diagnoses]
+        return d
+
+
+@dataclass
+class IdentityResult:
+    """A black-box identity check run on the implementation itself."""
+
+    id: str
+    dtype: str
+    verdict: str  # pass | fail | error | skip
+    residual: Optional[float] = None
+    bound: Optional[float] = None
+    message: str = ""
+    diagnoses: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["diagnoses"] = [asdict(x) if isinstance(x, Diagnosis) else dict(x) for x in self.diagnoses]
+        return d
+
+
+@dataclass
+class Report:
+    suite_version: str
+    vectors_digest: str
+    protocol: str
+    target: str
+    environment: dict
+    profile: str
+    detected_layout: Optional[str] = None
+    cases: list = field(default_factory=list)  # list[CaseResult]
+    identities: list = field(default_factory=list)  # list[IdentityResult]
+
+    def summary(self) -> dict:
+        counts = {v: 0 for v in VERDICTS}
+        for c in self.cases:
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+        id_fail = sum(1 for i in self.identities if i.verdict in ("fail", "error"))
+        counts["identity_failures"] = id_fail
+        bad = counts["fail"] + counts["error"] + id_fail
+        graded = sum(counts[v] for v in ("pass", "acceptable", "fail", "error"))
+        counts["overall"] = "fail" if bad else ("pass" if graded else "skip")
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "suite_version": self.suite_version,
+            "vectors_digest": self.vectors_digest,
+            "protocol": self.protocol,
+            "target": self.target,
+            "environment": self.environment,
+            "profile": self.profile,
+            "summary": self.summary(),
+            "detected_layout": self.detected_layout,
+            "cases": [c.to_json() for c in self.cases],
+            "identities": [i.to_json() for i in self.identities],
+        }
