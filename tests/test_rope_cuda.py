@@ -1,0 +1,181 @@
+"""CUDA backend: PTX for sm_80 / sm_90 at the real signatures, and the simulator agreeing.
+
+Both run in subprocesses: NUMBA_ENABLE_CUDASIM is read when numba.cuda is first imported, so
+an in-process check would depend on test order (and pytest-xdist worker reuse).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+_PTX_SCRIPT = textwrap.dedent(
+    """
+    import json, math, re, sys
+    from types import SimpleNamespace
+    from unittest import mock
+    from numba import cuda, float64
+    from reference.rope import cuda_kernels as K
+
+    def count(pattern, text):
+        return len(re.findall(pattern, text))
+
+    def sincos_only(a, o):
+        o[0] = math.sin(a[0])
+        o[1] = math.cos(a[0])
+
+    results = []
+    for cc in [(8, 0), (9, 0)]:
+        # numba-cuda compiles device functions for the *current* device's compute capability,
+        # which needs a driver; without a GPU, tell it the target cc (the same one the kernel
+        # is compiled for). On a machine with a GPU nothing is patched.
+        patch = None
+        if not cuda.is_available():
+            fake = SimpleNamespace(compute_capability=cc)
+            patch = mock.patch("numba.cuda.dispatcher.get_current_device", lambda: fake)
+            patch.start()
+        ref, _ = cuda.compile_ptx(sincos_only, (float64[::1], float64[::1]), cc=cc)
+        for fn, sig in K.PTX_SIGNATURES:
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
+            results.append({
+                "kernel": fn.__name__, "cc": list(cc),
+                "target": re.findall(r"\\.target\\s+(\\S+)", ptx),
+                "entry": count(r"\\.entry\\s", ptx),
+                "fma": count(r"fma\\.rn\\.f64", ptx), "fma_sincos": count(r"fma\\.rn\\.f64", ref),
+                "mul_rn": count(r"mul\\.rn\\.f64", ptx),
+                "nargs": len(sig),
+            })
+        if patch:
+            patch.stop()
+    print(json.dumps(results))
+    """
+)
+
+
+def _run(script, env_extra=None, timeout=300):
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env.update(env_extra or {})
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _kernels_defined_in_module():
+    import ast
+    import pathlib
+
+    import reference.rope
+
+    src = pathlib.Path(reference.rope.__file__).with_name("cuda_kernels.py").read_text()
+    tree = ast.parse(src)
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    jitted = {
+        n.value.args[0].id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and ast.unparse(n.value.func) == "cuda.jit"
+        and n.value.args
+        and isinstance(n.value.args[0], ast.Name)
+    }
+    assert jitted and jitted <= defined
+    return jitted
+
+
+def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
+    results = _run(_PTX_SCRIPT)
+    names = {r["kernel"] for r in results}
+    # every kernel the module defines (read from its source, without importing numba.cuda
+    # into this process) is listed in PTX_SIGNATURES
+    assert names == _kernels_defined_in_module()
+    assert len(results) == 2 * len(names)
+    for r in results:
+        assert r["target"] == [f"sm_{r['cc'][0]}{r['cc'][1]}"], r
+        assert r["entry"] == 1, r
+        # Every product of the double-double code is an explicit mul.rn (never contracted);
+        # the only FMAs are the ones inside libdevice's sin and cos.
+        assert r["mul_rn"] >= 20, r
+        assert r["fma"] == r["fma_sincos"], r
+
+
+_SIM_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    import reference.rope as R
+    from numba import config
+    assert config.ENABLE_CUDASIM
+    rng = np.random.default_rng(11)
+    out = []
+    cases = [
+        ((1, 2, 1, 8), None, "half"), ((2, 1, 2, 6), 4, "interleaved"),
+        ((1, 3, 1, 10), 6, "half"), ((1, 1, 1, 4), None, "interleaved"),
+        ((2, 2, 1, 12), 12, "interleaved"), ((1, 2, 2, 16), 10, "half"),
+    ]
+    for shape, r, layout in cases:
+        x = rng.standard_normal(shape)
+        pos = rng.integers(-(2**31), 2**31, size=shape[:2])
+        pos[0, 0] = 2**24
+        base = float(np.exp(rng.uniform(np.log(1e4), np.log(1e6))))
+        kw = dict(rotary_dim=r, base=base, layout=layout)
+        g = R.apply(x, pos, backend="cuda", **kw)
+        c = R.apply(x, pos, backend="cpu", **kw)
+        n = R.apply(x, pos, backend="numpy", **kw)
+        rr = shape[3] if r is None else r
+        out.append({
+            "apply_max_diff_cpu": float(np.abs(g - c).max()),
+            "apply_max_diff_numpy": float(np.abs(g - n).max()),
+            "scale": float(np.abs(x).max()),
+            "tail_identical": bool(np.array_equal(g[..., rr:], x[..., rr:])),
+        })
+    pos = rng.integers(-(2**31), 2**31, size=(2, 3))
+    cg, sg = R.cos_sin(pos, 8, 500000.0, backend="cuda")
+    cc, sc = R.cos_sin(pos, 8, 500000.0, backend="cpu")
+    ulp = np.spacing(np.abs(np.concatenate([cc, sc])))
+    diff = np.abs(np.concatenate([cg - cc, sg - sc]))
+    nan = R.apply(np.full((1, 1, 1, 4), np.nan), np.array([[3]]), backend="cuda")
+    print(json.dumps({"cases": out, "cos_sin_ulps": float((diff / ulp).max()),
+                      "shape": list(cg.shape), "nan": bool(np.isnan(nan).all())}))
+    """
+)
+
+
+@pytest.mark.cudasim
+def test_cuda_simulator_agrees_with_cpu_and_numpy():
+    res = _run(_SIM_SCRIPT, {"NUMBA_ENABLE_CUDASIM": "1"})
+    # Same bound as cpu vs numpy (ACCURACY.md): 4 ulp of the pair norm <= 4 ulp of max|x|.
+    for case in res["cases"]:
+        bound = 4 * 2.0**-52 * case["scale"]
+        assert case["apply_max_diff_cpu"] <= bound, case
+        assert case["apply_max_diff_numpy"] <= bound, case
+        assert case["tail_identical"], case
+    assert res["cos_sin_ulps"] <= 2.0
+    assert res["shape"] == [2, 3, 4]
+    assert res["nan"]
+
+
+def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
+    script = textwrap.dedent(
+        """
+        import json
+        import numpy as np
+        import reference.rope as R
+        from numba import cuda
+        if cuda.is_available():
+            print(json.dumps("gpu"))
+        else:
+            try:
+                R.apply(np.zeros((1, 1, 1, 4)), np.zeros((1, 1), dtype=np.int64), backend="cuda")
+            except ValueError as exc:
+                print(json.dumps(str(exc)))
+        """
+    )
+    msg = _run(script)
+    if msg != "gpu":
+        assert msg.startswith("backend:") and "\n" not in msg
