@@ -1,0 +1,102 @@
+"""``posref identities [--family NAME] [--json FILE]``: check the references' identities.
+
+Prints one table row per identity (id, statement, residual, bound, verdict), grouped by family,
+and a closing summary line. Exit code 1 when any identity is ``failing`` (one that should hold
+does not, or one violated by design turned out to hold), else 0; an unknown family is a usage
+error (exit 2). ``--json FILE`` writes a list of objects with keys id, family, statement,
+residual, bound, verdict (and ``error`` for a check that raised); a residual that is NaN or
+infinite is written as null. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from conformance.errors import UsageError
+
+_STYLES = {"holds": "green", "violated-by-design": "yellow", "failing": "bold red"}
+_JSON_KEYS = ("id", "family", "statement", "residual", "bound", "verdict")
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "identities",
+        help="check the mathematical identities of the float64 references",
+        description="Evaluate every registered identity on the float64 reference and grade it: "
+        "holds, violated-by-design or failing. Exit 1 if any is failing.",
+    )
+    parser.add_argument("--family", metavar="NAME", help="only this family (e.g. rope)")
+    parser.add_argument("--json", metavar="FILE", dest="json_file",
+                        help="also write the results as a JSON list to FILE")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args) -> int:
+    from reference import identities
+
+    known = identities.families()
+    if args.family is not None and args.family not in known:
+        raise UsageError(f"unknown family {args.family!r}; known families: {', '.join(known)}")
+    results = identities.run_identities(args.family)
+    if args.json_file:
+        write_json(results, args.json_file)
+    print_table(results)
+    return 1 if any(r["verdict"] == "failing" for r in results) else 0
+
+
+def to_json(results) -> list:
+    """The JSON document: the contract's six keys, plus ``error`` only where a check raised."""
+    out = []
+    for r in results:
+        item = {key: r[key] for key in _JSON_KEYS}
+        if not math.isfinite(item["residual"]):
+            item["residual"] = None
+        if r.get("error"):
+            item["error"] = r["error"]
+        out.append(item)
+    return out
+
+
+def write_json(results, path) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(to_json(results), fh, indent=2, allow_nan=False)
+            fh.write("\n")
+    except OSError as exc:
+        raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _number(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.3g}"
+
+
+def print_table(results, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=160)  # logs and pipes: keep each statement on one line
+    table = Table(title="posref identities", show_lines=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("statement")
+    table.add_column("residual", justify="right", no_wrap=True)
+    table.add_column("bound", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for i, r in enumerate(results):
+        statement = r["statement"] if not r.get("error") else f"{r['statement']} [error: {r['error']}]"
+        last_of_family = i + 1 == len(results) or results[i + 1]["family"] != r["family"]
+        # Text, not str: statements hold brackets such as x[perm] that rich would read as markup.
+        table.add_row(Text(r["id"]), Text(statement), _number(r["residual"]), _number(r["bound"]),
+                      Text(r["verdict"], style=_STYLES.get(r["verdict"], "")),
+                      end_section=last_of_family)
+    console.print(table)
+    counts = {v: sum(r["verdict"] == v for r in results) for v in _STYLES}
+    summary = (f"{len(results)} identities: {counts['holds']} hold, "
+               f"{counts['violated-by-design']} violated by design, {counts['failing']} failing")
+    console.print(Text(summary, style="bold red" if counts["failing"] else "bold green"))
