@@ -62,6 +62,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("posref: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error of ours. Point stdout at devnull
+        # so the interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

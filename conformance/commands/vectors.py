@@ -1,0 +1,178 @@
+"""``posref vectors``: regenerate, verify, list and show the golden vectors.
+
+    posref vectors regenerate [--family F] [--backend cpu|cuda|numpy] [--out DIR]
+    posref vectors verify [--dir DIR] [--rederive] [--backend cpu|cuda|numpy]
+    posref vectors list [--protocol P] [--json]
+    posref vectors show CASE_ID
+
+Exit codes: 0 fine, 2 usage error (one line), 3 the vectors fail their integrity check (each
+problem printed as ``<file>: <reason>``). Never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conformance.errors import UsageError
+
+BACKENDS = ("cpu", "cuda", "numpy")
+EXIT_INTEGRITY = 3
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "vectors", help="regenerate, verify, list or show the golden vectors",
+        description="Golden vectors: regenerate, verify, list, show.")
+    sub = parser.add_subparsers(dest="vectors_command", metavar="ACTION",
+                                parser_class=type(parser))
+    parser.set_defaults(func=_missing_action(parser))
+
+    regen = sub.add_parser("regenerate", help="rebuild vectors from the reference, with a manifest")
+    regen.add_argument("--family", help="only these groups: a family (rope), a protocol "
+                       "(rope.apply), a group (rope.apply/llama2-d128) or a group name")
+    regen.add_argument("--backend", choices=BACKENDS, default="cpu",
+                       help="reference backend computing the expected arrays (default cpu)")
+    regen.add_argument("--out", type=Path, help="output directory (default: the vectors directory)")
+    regen.set_defaults(func=run_regenerate)
+
+    verify = sub.add_parser("verify", help="check manifest hashes, schema and arrays (exit 3 on a problem)")
+    verify.add_argument("--dir", type=Path, help="vectors directory (default: the installed one)")
+    verify.add_argument("--rederive", action="store_true",
+                        help="also recompute every case with the reference and compare")
+    verify.add_argument("--backend", choices=BACKENDS, default="cpu",
+                        help="reference backend for --rederive (default cpu)")
+    verify.set_defaults(func=run_verify)
+
+    lister = sub.add_parser("list", help="list case ids, flags and comments")
+    lister.add_argument("--protocol", help="only cases of this protocol (e.g. rope.apply)")
+    lister.add_argument("--json", action="store_true",
+                        help="print a JSON list of {id, protocol, comment, flags}")
+    lister.set_defaults(func=run_list)
+
+    show = sub.add_parser("show", help="parameters, comment, flags and arrays of one case")
+    show.add_argument("case_id", metavar="CASE_ID", help="e.g. rope.apply/llama2-d128/decode-4095")
+    show.set_defaults(func=run_show)
+
+
+def _missing_action(parser):
+    def run(args) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return run
+
+
+def _use_cuda_simulator_without_gpu() -> None:
+    """The cuda backend runs under numba's simulator where no NVIDIA driver is present; the
+    variable must be set before numba.cuda is first imported."""
+    if "numba.cuda" in sys.modules or "NUMBA_ENABLE_CUDASIM" in os.environ:
+        return
+    if not (Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi")):
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        print("posref: no GPU found, running the cuda backend under NUMBA_ENABLE_CUDASIM=1 (slow)",
+              file=sys.stderr)
+
+
+def run_regenerate(args) -> int:
+    from reference.golden import catalog, generate
+
+    try:
+        catalog.select(args.family)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out: {args.out} exists and is not a directory")
+    if args.backend == "cuda":
+        _use_cuda_simulator_without_gpu()
+    generate.regenerate(args.out, family=args.family, backend=args.backend)
+    return 0
+
+
+def run_verify(args) -> int:
+    from reference.golden import store, verify
+
+    if args.dir is not None and not args.dir.is_dir():
+        raise UsageError(f"--dir: {args.dir} is not a directory")
+    root = args.dir if args.dir is not None else store.vectors_dir()
+    start = time.perf_counter()
+    problems = verify.check(root)
+    if not problems and args.rederive:
+        if args.backend == "cuda":
+            _use_cuda_simulator_without_gpu()
+        problems = verify.rederive(root, backend=args.backend)
+    if problems:
+        for problem in problems:
+            print(f"FAIL {problem}")
+        print(f"posref vectors: {len(problems)} problem(s) in {root}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    manifest = store.load_manifest(root)
+    counts = manifest["number_of_cases"]
+    what = "hashes, schema and arrays" + (f", re-derived with {args.backend}" if args.rederive else "")
+    print(f"OK {root}: {len(manifest['files'])} files, {sum(counts.values())} cases "
+          f"({', '.join(f'{p} {n}' for p, n in counts.items())}); {what}; "
+          f"suite {manifest['suite_version']}, digest {manifest['digest']} "
+          f"({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _load_cases(protocol=None):
+    from reference.golden import store
+
+    try:
+        return list(store.iter_cases(protocol))
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_list(args) -> int:
+    from reference.golden import store
+
+    cases = _load_cases(args.protocol)
+    if args.protocol is not None and not cases:
+        known = ", ".join(sorted(store.PROTOCOL_ARRAYS))
+        raise UsageError(f"--protocol: no cases for {args.protocol!r}; known: {known}")
+    if args.json:
+        rows = [{"id": c.id, "protocol": c.protocol, "comment": c.comment, "flags": c.flags}
+                for c in cases]
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    width = max((len(c.id) for c in cases), default=2)
+    for case in cases:
+        print(f"{case.id:<{width}}  {','.join(case.flags)}")
+    print(f"{len(cases)} cases", file=sys.stderr)
+    return 0
+
+
+def _preview(array, limit=8) -> str:
+    import numpy as np
+
+    flat = np.asarray(array).reshape(-1)
+    head = np.array2string(flat[:limit], precision=17, separator=", ", max_line_width=10**6)
+    return head if flat.size <= limit else head[:-1] + f", ... ({flat.size} values)]"
+
+
+def run_show(args) -> int:
+    from reference.golden import store
+
+    try:
+        case = store.get_case(args.case_id)
+    except KeyError:
+        raise UsageError(f"unknown case id {args.case_id!r} (see: posref vectors list)") from None
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    suite = store.SUITE_VERSION
+    print(f"{case.id}   (posref suite {suite})")
+    print(f"protocol: {case.protocol}")
+    print("params:   " + ", ".join(f"{k}={v!r}" for k, v in case.params.items()))
+    print("flags:    " + ", ".join(case.flags))
+    print("comment:  " + textwrap.fill(case.comment, width=96, subsequent_indent=" " * 10))
+    print("arrays:")
+    for role, array in case.arrays.items():
+        print(f"  {role:<16} {array.dtype} {list(array.shape)}  {_preview(array)}")
+    return 0

@@ -1,0 +1,81 @@
+"""Byte-deterministic ``.npz`` files and pickle-free loading.
+
+``numpy.savez`` stamps every zip member with the current local time, so two regenerations of the
+same arrays give different bytes and a different sha256. ``write_npz`` builds the zip itself with
+a fixed timestamp, fixed permissions and no compression (ZIP_STORED), member order as given, and
+``.npy`` format version 1.0 written by ``numpy.lib.format.write_array`` with ``allow_pickle=False``.
+Same arrays in, same bytes out.
+
+``read_npz`` loads with ``allow_pickle=False`` and rejects anything that is not a plain ``.npy``
+member (a pickle stored as a raw zip member would otherwise come back as bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+_FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest date a zip header can hold
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class NpzError(ValueError):
+    """An .npz file that is not a plain, pickle-free set of numeric arrays."""
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """Serialise ``arrays`` (name -> array, order kept) to the bytes of an .npz file."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            array = np.array(value, order="C", copy=None)
+            if array.dtype.hasobject:
+                raise NpzError(f"array {name!r} has an object dtype")
+            member = io.BytesIO()
+            np.lib.format.write_array(member, array, version=(1, 0), allow_pickle=False)
+            info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_DATE)
+            info.compress_type = zipfile.ZIP_STORED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # unix: fixed, so the bytes do not depend on the host OS
+            zf.writestr(info, member.getvalue())
+    return buffer.getvalue()
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    Path(path).write_bytes(npz_bytes(arrays))
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Load every member of an .npz as a read-only array; NpzError names what is wrong."""
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise NpzError(f"member {info.filename!r} is not an .npy array")
+                with zf.open(info) as fh:
+                    if fh.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+                        raise NpzError(f"member {info.filename!r} is not an .npy array (pickle?)")
+    except zipfile.BadZipFile as exc:
+        raise NpzError(f"not a valid .npz (zip) file: {exc}") from None
+    except OSError as exc:
+        raise NpzError(f"cannot read: {exc}") from None
+    out: dict[str, np.ndarray] = {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            for name in data.files:
+                array = data[name]
+                if array.dtype.hasobject:
+                    raise NpzError(f"array {name!r} has an object dtype")
+                array.setflags(write=False)
+                out[name] = array
+    except NpzError:
+        raise
+    except ValueError as exc:  # numpy refuses object arrays when allow_pickle=False
+        raise NpzError(f"object array or pickle refused: {exc}") from None
+    except Exception as exc:  # truncated members, bad headers, ...
+        raise NpzError(f"unreadable .npz: {type(exc).__name__}: {exc}") from None
+    return out

@@ -1,0 +1,157 @@
+"""Read the golden vectors: where they are, the manifest, and one record per case.
+
+Layout of a vectors directory (``vectors/`` at the top of the repository; the wheel installs the
+same folder next to the ``reference`` package)::
+
+    MANIFEST.json                  suite version, generator versions, sha256 of every file, digest
+    <protocol>/<group>.json        metadata of one case group (schema: schemas/vectors.schema.json)
+    <protocol>/<group>.npz         its arrays, float64 (positions int64), loaded without pickle
+
+A case id is ``<protocol>/<group>/<test>``, e.g. ``rope.apply/llama2-d128/decode-4095``. Each case's
+parameters are its test group's ``params`` updated by the test's own ``params`` (``seq_len`` for
+example). Per protocol (shapes use r = rotary_dim):
+
+- ``rope.apply``        arrays ``x`` [b, s, h, head_dim], ``positions`` int64 [b, s], ``expected``
+                        [b, s, h, head_dim];
+- ``rope.cache``        arrays ``positions`` int64 [b, s], ``cos`` and ``sin`` [b, s, r/2] in pair
+                        order (pair i turns by positions * theta_i, whatever the layout);
+- ``rope.frequencies``  arrays ``inv_freq`` [r/2] and ``attention_factor`` (0-d).
+
+This module only reads; ``reference.golden.verify`` checks integrity (hashes, schema, pickles).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from reference.golden.npzio import read_npz
+
+SUITE_VERSION = "0.1.0"
+MANIFEST_NAME = "MANIFEST.json"
+ENV_VAR = "POSREF_VECTORS_DIR"  # overrides where vectors_dir() looks
+
+# Arrays each protocol's cases carry, with their dtype (the metadata names them per test).
+PROTOCOL_ARRAYS: dict[str, dict[str, str]] = {
+    "rope.apply": {"x": "float64", "positions": "int64", "expected": "float64"},
+    "rope.cache": {"positions": "int64", "cos": "float64", "sin": "float64"},
+    "rope.frequencies": {"inv_freq": "float64", "attention_factor": "float64"},
+}
+PARAM_KEYS = ("head_dim", "rotary_dim", "base", "layout", "scaling", "seq_len")
+
+
+@dataclass(frozen=True)
+class GoldenCase:
+    """One golden case: parameters, why it exists, and its arrays (read-only numpy arrays)."""
+
+    id: str
+    protocol: str
+    group: str
+    params: dict
+    comment: str
+    flags: list[str]
+    arrays: dict[str, np.ndarray] = field(repr=False)
+
+    @property
+    def test(self) -> str:
+        """The last part of the id (``decode-4095`` in ``rope.apply/llama2-d128/decode-4095``)."""
+        return self.id.rsplit("/", 1)[-1]
+
+
+def vectors_dir() -> Path:
+    """The directory holding MANIFEST.json.
+
+    Order: the ``POSREF_VECTORS_DIR`` environment variable; then ``vectors/`` next to the
+    ``reference`` package, which is the repository root in a source checkout or an editable
+    install, and site-packages in an installed wheel (pyproject ships the folder there).
+    """
+    override = os.environ.get(ENV_VAR)
+    if override:
+        return Path(override)
+    import reference
+
+    return Path(reference.__file__).resolve().parent.parent / "vectors"
+
+
+def _resolve(directory) -> Path:
+    return vectors_dir() if directory is None else Path(directory)
+
+
+def load_manifest(directory=None) -> dict:
+    """Parse MANIFEST.json (keys include ``suite_version``, ``digest``, ``files``)."""
+    path = _resolve(directory) / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no golden vectors manifest at {path}") from None
+    return json.loads(text)
+
+
+def group_files(directory=None, protocol: str | None = None) -> list[Path]:
+    """Metadata files ``<protocol>/<group>.json`` in a stable order (protocol, then group)."""
+    root = _resolve(directory)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no golden vectors directory at {root}")
+    out = []
+    for proto_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if protocol is not None and proto_dir.name != protocol:
+            continue
+        out.extend(sorted(proto_dir.glob("*.json")))
+    return out
+
+
+def load_metadata(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def cases_from_metadata(meta: dict, arrays: dict[str, np.ndarray]) -> Iterator[GoldenCase]:
+    """Assemble the GoldenCase records of one group file from its metadata and npz arrays."""
+    protocol = meta["protocol"]
+    group = meta["group"]
+    for test_group in meta["testGroups"]:
+        for test in test_group["tests"]:
+            params = dict(test_group["params"])
+            params.update(test.get("params", {}))
+            yield GoldenCase(
+                id=test["id"],
+                protocol=protocol,
+                group=group,
+                params=params,
+                comment=test["comment"],
+                flags=list(test["flags"]),
+                arrays={role: arrays[key] for role, key in test["arrays"].items()},
+            )
+
+
+def _load_group(path: Path) -> Iterator[GoldenCase]:
+    meta = load_metadata(path)
+    name = meta["arraysFile"]
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise ValueError(f"{path.name}: arraysFile must be a file name in the same folder, got {name!r}")
+    arrays = read_npz(path.parent / name)
+    return cases_from_metadata(meta, arrays)
+
+
+def iter_cases(protocol: str | None = None, directory=None) -> Iterator[GoldenCase]:
+    """Every case (sorted by protocol and group, tests in file order), optionally of one protocol."""
+    for path in group_files(directory, protocol):
+        yield from _load_group(path)
+
+
+def get_case(case_id: str, directory=None) -> GoldenCase:
+    """The case with this id; KeyError if there is none."""
+    parts = case_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise KeyError(case_id)
+    path = _resolve(directory) / parts[0] / f"{parts[1]}.json"
+    if not path.is_file():
+        raise KeyError(case_id)
+    for case in _load_group(path):
+        if case.id == case_id:
+            return case
+    raise KeyError(case_id)

@@ -1,0 +1,305 @@
+"""Integrity checks of a vectors directory, and re-derivation of every case.
+
+``check(directory)`` returns one ``Problem`` (file name + one-line message) per finding:
+
+- MANIFEST.json missing, not JSON, or not valid against schemas/manifest.schema.json;
+- a manifest path that is absolute, contains ``..`` or a backslash, or resolves (through
+  symlinks) outside the vectors directory;
+- a listed file that is missing, truncated (shorter than listed), or changed (other sha256);
+- the set digest not matching the listed hashes;
+- a file present in the directory that the manifest does not list;
+- a metadata file that breaks schemas/vectors.schema.json or the rules the schema cannot say
+  (ids, tcIds, numberOfTests, flags with notes, array names, dtypes and shapes);
+- an npz with an object array, a pickle or a non-.npy member (loaded with allow_pickle=False).
+
+``rederive(directory, backend)`` recomputes every case's expected arrays with the reference and
+compares them with ``REDERIVE_BOUND``; inputs of catalog cases are also re-seeded and must match
+bit for bit.
+
+REDERIVE_BOUND (the documented bound): |recomputed - stored| <= 4 * 2^-52 * S per element, where
+S is the largest |value| of the stored array (apply outputs, cos, sin: their error is relative to
+the pair's magnitude, not to each element) and S is the element's own |value| for ``inv_freq``
+(whose values span six decades). The reference's backends agree within about 1 ulp of cos/sin
+(reference.rope), so 4 ulp leaves room for a different libm while catching any real change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import numpy as np
+
+from reference.golden import manifest as manifest_mod
+from reference.golden import store
+from reference.golden.npzio import NpzError, read_npz
+
+REDERIVE_ULPS = 4.0
+EPS = 2.0**-52
+ELEMENTWISE_SCALE = {"inv_freq", "attention_factor"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # relative to the vectors directory
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+@lru_cache(maxsize=None)
+def schema_validator(name: str):
+    import jsonschema
+
+    schema = json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_errors(document, name: str) -> list[str]:
+    """One line per violation of schemas/<name>, as '<json path>: <message>'."""
+    out = []
+    for error in sorted(schema_validator(name).iter_errors(document), key=lambda e: list(e.path)):
+        where = "/".join(str(p) for p in error.absolute_path) or "(top)"
+        out.append(f"{where}: {error.message}")
+    return out
+
+
+def unsafe_path_reason(rel: str, root: Path) -> str | None:
+    """Why a manifest path may not be used, or None if it names a file inside root."""
+    if not rel or "\\" in rel or "\x00" in rel:
+        return "path escapes the vectors directory (empty, backslash or NUL)"
+    if PurePosixPath(rel).is_absolute() or PureWindowsPath(rel).is_absolute() or PureWindowsPath(rel).drive:
+        return "path escapes the vectors directory (absolute path)"
+    parts = PurePosixPath(rel).parts
+    if any(p in ("..", ".", "") for p in parts) or rel.endswith("/"):
+        return "path escapes the vectors directory ('..' or '.' component)"
+    try:
+        (root / rel).resolve().relative_to(root.resolve())
+    except ValueError:
+        return "path escapes the vectors directory (resolves outside it)"
+    return None
+
+
+def _check_manifest(root: Path) -> tuple[dict | None, list[Problem]]:
+    name = store.MANIFEST_NAME
+    path = root / name
+    if not path.is_file():
+        return None, [Problem(name, "missing")]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, [Problem(name, f"not valid JSON ({exc})")]
+    errors = schema_errors(data, manifest_mod.MANIFEST_SCHEMA)
+    if errors:
+        return None, [Problem(name, f"schema: {e}") for e in errors]
+    problems = []
+    if data["suite_version"] != store.SUITE_VERSION:
+        problems.append(Problem(name, f"suite version {data['suite_version']} differs from this "
+                                      f"posref's {store.SUITE_VERSION}"))
+    return data, problems
+
+
+def _check_files(root: Path, files: dict) -> list[Problem]:
+    """Hash and size of every listed file."""
+    problems = []
+    for rel, entry in files.items():
+        reason = unsafe_path_reason(rel, root)
+        if reason:
+            problems.append(Problem(rel, reason))
+            continue
+        path = root / rel
+        if not path.is_file():
+            problems.append(Problem(rel, "missing (listed in MANIFEST.json)"))
+            continue
+        data = path.read_bytes()
+        if len(data) < entry["bytes"]:
+            problems.append(Problem(rel, f"truncated: {len(data)} of {entry['bytes']} bytes"))
+        elif hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            problems.append(Problem(rel, f"changed: sha256 differs from MANIFEST.json "
+                                         f"({len(data)} bytes, listed {entry['bytes']})"))
+    return problems
+
+
+def _unlisted(root: Path, files: dict) -> list[Problem]:
+    out = []
+    for path in sorted(root.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(root).as_posix()
+        if rel != store.MANIFEST_NAME and rel not in files:
+            out.append(Problem(rel, "not listed in MANIFEST.json"))
+    return out
+
+
+def _check_group(root: Path, rel: str, npz_cache: dict) -> list[Problem]:
+    """Schema and consistency of one metadata file and its arrays."""
+    try:
+        meta = json.loads((root / rel).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return [Problem(rel, f"not valid JSON ({exc})")]
+    errors = schema_errors(meta, "vectors.schema.json")
+    if errors:
+        return [Problem(rel, f"schema: {e}") for e in errors]
+    problems = []
+    say = lambda msg: problems.append(Problem(rel, msg))  # noqa: E731
+    protocol, group = meta["protocol"], meta["group"]
+    if rel != f"{protocol}/{group}.json":
+        say(f"protocol/group {protocol}/{group} does not match the file's path")
+    if meta["suiteVersion"] != store.SUITE_VERSION:
+        say(f"suiteVersion {meta['suiteVersion']} differs from {store.SUITE_VERSION}")
+    if meta["arraysFile"] != f"{group}.npz":
+        say(f"arraysFile {meta['arraysFile']!r} should be {group}.npz")
+    tests = [t for tg in meta["testGroups"] for t in tg["tests"]]
+    if meta["numberOfTests"] != len(tests):
+        say(f"numberOfTests is {meta['numberOfTests']} but {len(tests)} tests are listed")
+    if [t["tcId"] for t in tests] != list(range(1, len(tests) + 1)):
+        say("tcIds must run 1, 2, ... in order")
+    ids = [t["id"] for t in tests]
+    if len(set(ids)) != len(ids):
+        say("duplicate test ids")
+    for flag in sorted({f for t in tests for f in t["flags"]} - set(meta["notes"])):
+        say(f"flag {flag} has no entry in notes")
+    expected_roles = store.PROTOCOL_ARRAYS.get(protocol)
+    if expected_roles is None:
+        say(f"unknown protocol {protocol!r}")
+        return problems
+    npz_rel = f"{protocol}/{meta['arraysFile']}"
+    arrays = npz_cache.get(npz_rel)
+    for tg in meta["testGroups"]:
+        for test in tg["tests"]:
+            if not test["id"].startswith(f"{protocol}/{group}/"):
+                say(f"{test['id']}: id must start with {protocol}/{group}/")
+            params = {**tg["params"], **test["params"]}
+            missing = [k for k in store.PARAM_KEYS if k not in params]
+            if missing:
+                say(f"{test['id']}: parameters missing: {', '.join(missing)}")
+            if set(test["arrays"]) != set(expected_roles):
+                say(f"{test['id']}: arrays {sorted(test['arrays'])}, protocol needs "
+                    f"{sorted(expected_roles)}")
+                continue
+            if arrays is None or missing:
+                continue
+            problems.extend(_check_case_arrays(npz_rel, test, params, arrays, expected_roles))
+    return problems
+
+
+def _check_case_arrays(npz_rel, test, params, arrays, roles) -> list[Problem]:
+    out = []
+    case = {}
+    for role, key in test["arrays"].items():
+        if key not in arrays:
+            out.append(Problem(npz_rel, f"{test['id']}: array {key!r} is missing"))
+            continue
+        if arrays[key].dtype != np.dtype(roles[role]):
+            out.append(Problem(npz_rel, f"{test['id']}: {key} has dtype {arrays[key].dtype}, "
+                                        f"expected {roles[role]}"))
+        case[role] = arrays[key]
+    if out:
+        return out
+    shapes = _expected_shapes(test["id"].split("/")[0], params, case)
+    for role, shape in shapes.items():
+        if case[role].shape != shape:
+            out.append(Problem(npz_rel, f"{test['id']}: {role} has shape {case[role].shape}, "
+                                        f"expected {shape}"))
+    return out
+
+
+def _expected_shapes(protocol, params, case) -> dict:
+    half = params["rotary_dim"] // 2
+    if protocol == "rope.frequencies":
+        return {"inv_freq": (half,), "attention_factor": ()}
+    positions = case["positions"]
+    if positions.ndim != 2:
+        return {"positions": ("batch", "seq")}
+    b, s = positions.shape
+    if protocol == "rope.cache":
+        return {"cos": (b, s, half), "sin": (b, s, half)}
+    x = case["x"]
+    heads = x.shape[2] if x.ndim == 4 else "heads"
+    return {"x": (b, s, heads, params["head_dim"]), "expected": (b, s, heads, params["head_dim"])}
+
+
+def check(directory=None) -> list[Problem]:
+    """Every integrity problem of a vectors directory (empty list: all good)."""
+    root = Path(store.vectors_dir() if directory is None else directory)
+    if not root.is_dir():
+        return [Problem(str(root), "vectors directory missing")]
+    data, problems = _check_manifest(root)
+    if data is None:
+        return problems  # without a manifest every file would be "unlisted": say it once
+    files = data["files"]
+    problems += _check_files(root, files)
+    digest = manifest_mod.set_digest({p: e["sha256"] for p, e in files.items()})
+    if digest != data["digest"]:
+        problems.append(Problem(store.MANIFEST_NAME, "digest does not match the listed hashes"))
+    problems += _unlisted(root, files)
+    npz_cache = {}
+    readable = [p for p in files if not unsafe_path_reason(p, root) and (root / p).is_file()]
+    for rel in sorted(p for p in readable if p.endswith(".npz")):
+        try:
+            npz_cache[rel] = read_npz(root / rel)
+        except NpzError as exc:
+            problems.append(Problem(rel, str(exc)))
+    for rel in sorted(p for p in readable if p.endswith(".json")):
+        problems += _check_group(root, rel, npz_cache)
+        if rel[: -len(".json")] + ".npz" not in files:
+            problems.append(Problem(rel, "its arrays file is not listed in MANIFEST.json"))
+    referenced = {p[: -len(".json")] + ".npz" for p in files if p.endswith(".json")}
+    for rel in sorted(p for p in files if p.endswith(".npz") and p not in referenced):
+        problems.append(Problem(rel, "not referenced by a metadata file"))
+    return problems
+
+
+def compare(stored: np.ndarray, recomputed: np.ndarray, role: str) -> float:
+    """Largest |difference| in units of the REDERIVE_BOUND scale (pass when <= REDERIVE_ULPS)."""
+    stored = np.asarray(stored, dtype=np.float64)
+    recomputed = np.asarray(recomputed, dtype=np.float64)
+    if stored.shape != recomputed.shape:
+        return float("inf")
+    if stored.size == 0:
+        return 0.0
+    if role in ELEMENTWISE_SCALE:
+        scale = np.abs(stored)
+    else:
+        scale = np.full(stored.shape, np.max(np.abs(stored)))
+    scale = np.where(scale > 0, scale, np.finfo(np.float64).tiny)
+    diff = np.abs(recomputed - stored)
+    return float(np.max(diff / (scale * EPS)))
+
+
+def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Problem]:
+    """Recompute every case and compare with REDERIVE_BOUND (run ``check`` first)."""
+    from reference.golden import catalog, generate
+
+    catalog_tests = {}
+    for group in catalog.all_groups():
+        for tg in group.test_groups:
+            for test in tg.tests:
+                catalog_tests[f"{group.key}/{test.name}"] = (tg.params, test)
+    problems = []
+    for case in store.iter_cases(directory=directory):
+        npz_rel = f"{case.protocol}/{case.group}.npz"
+        inputs = {r: case.arrays[r] for r in generate.INPUT_ROLES[case.protocol]}
+        if case.id in catalog_tests:
+            params, test = catalog_tests[case.id]
+            fresh = generate._inputs(case.protocol, case.id, dict(params), test)
+            for role, value in fresh.items():
+                if not np.array_equal(value, inputs[role]):
+                    problems.append(Problem(npz_rel, f"{case.id}: input {role} differs from the "
+                                                     "catalog's seeded input"))
+        outputs = generate.compute(case.protocol, case.params, inputs, backend)
+        for role, value in outputs.items():
+            ulps = compare(case.arrays[role], value, role)
+            if not ulps <= REDERIVE_ULPS:
+                problems.append(Problem(npz_rel, f"{case.id}: {role} differs from the reference "
+                                                 f"by {ulps:.3g} ulp (bound {REDERIVE_ULPS:g})"))
+        if progress:
+            progress(case.id)
+    return problems

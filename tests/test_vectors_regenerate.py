@@ -1,0 +1,126 @@
+"""`posref vectors regenerate`: deterministic, reproduces the committed vectors (identical
+metadata, arrays within the documented bound), and shows progress."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance.cli import main
+from reference.golden import catalog, npzio, store, verify
+
+COMMITTED = store.vectors_dir()
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _compare_with_committed(out: Path, rels):
+    """Metadata byte-identical; inputs bit-identical; outputs within REDERIVE_BOUND."""
+    for rel in rels:
+        if rel.endswith(".json"):
+            assert (out / rel).read_bytes() == (COMMITTED / rel).read_bytes(), rel
+            continue
+        fresh, old = npzio.read_npz(out / rel), npzio.read_npz(COMMITTED / rel)
+        assert list(fresh) == list(old), rel
+        for key in old:
+            role = key.rsplit(".", 1)[1]
+            if role in ("x", "positions"):
+                assert np.array_equal(fresh[key], old[key]), key
+            else:
+                assert verify.compare(old[key], fresh[key], role) <= verify.REDERIVE_ULPS, key
+
+
+def _rels(family):
+    out = []
+    for group in catalog.select(family):
+        out.extend([f"{group.protocol}/{group.name}.json", f"{group.protocol}/{group.name}.npz"])
+    return out
+
+
+@pytest.mark.parametrize("family", ["rope.frequencies", "rope.apply/llama2-d128", "rope.cache"])
+def test_regenerate_subset_reproduces_committed(tmp_path, capsys, family):
+    backend = store.load_manifest()["generator"]["backend"]
+    out = tmp_path / "v"
+    assert main(["vectors", "regenerate", "--family", family, "--backend", backend, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "[1/" in err and "digest" in err  # progress on stderr
+    _compare_with_committed(out, _rels(family))
+    # the subset directory is itself a valid, verifiable vectors set
+    assert verify.check(out) == []
+    manifest = store.load_manifest(out)
+    assert sorted(manifest["files"]) == sorted(_rels(family))
+
+
+def test_regenerate_with_numpy_backend_agrees(tmp_path, capsys):
+    out = tmp_path / "v"
+    assert main(["vectors", "regenerate", "--family", "qwen2-d128", "--backend", "numpy",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    _compare_with_committed(out, _rels("qwen2-d128"))
+    assert store.load_manifest(out)["generator"]["backend"] == "numpy"
+
+
+def test_regenerate_twice_is_byte_identical(tmp_path, capsys):
+    for name in ("a", "b"):
+        assert main(["vectors", "regenerate", "--family", "gpt-j-6b", "--backend", "numpy",
+                     "--out", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert files_a == files_b
+    for rel in files_a:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+def test_regenerate_unknown_family_is_a_usage_error(tmp_path, capsys):
+    assert main(["vectors", "regenerate", "--family", "nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err
+
+
+@pytest.mark.cudasim
+def test_regenerate_with_cuda_backend_under_the_simulator(tmp_path):
+    out = tmp_path / "v"
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "vectors", "regenerate", "--family",
+         "rope.cache/worked-example", "--backend", "cuda", "--out", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    _compare_with_committed(out, _rels("rope.cache/worked-example"))
+    assert store.load_manifest(out)["generator"]["backend"] == "cuda"
+
+
+@pytest.mark.slow
+def test_regenerate_everything_reproduces_and_is_fast(tmp_path):
+    out = tmp_path / "v"
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "vectors", "regenerate", "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 60, elapsed
+    committed = sorted(store.load_manifest()["files"])
+    assert sorted(store.load_manifest(out)["files"]) == committed
+    _compare_with_committed(out, committed)
+    assert verify.check(out) == []
+    assert verify.rederive(out, backend="numpy") == []
+
+
+def test_full_regeneration_removes_groups_the_catalog_dropped(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "v"
+    (out / "rope.cache").mkdir(parents=True)
+    (out / "rope.cache" / "old-group.json").write_text("{}")
+    (out / "rope.cache" / "notes.txt").write_text("kept: not a group file")
+    small = catalog.select("rope.cache/worked-example")
+    monkeypatch.setattr(catalog, "all_groups", lambda: small)
+    assert main(["vectors", "regenerate", "--backend", "numpy", "--out", str(out)]) == 0
+    assert "removed rope.cache/old-group.json" in capsys.readouterr().err
+    assert not (out / "rope.cache" / "old-group.json").exists()
+    assert (out / "rope.cache" / "notes.txt").exists()

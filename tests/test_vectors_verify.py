@@ -1,0 +1,261 @@
+"""`posref vectors verify`: passes on the committed set; every kind of tampering is caught with
+exit code 3 and the file's name. Tampering happens on a copy in tmp_path."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import pickle
+import shutil
+import zipfile
+
+import numpy as np
+import pytest
+
+from conformance.cli import main
+from reference.golden import manifest as manifest_mod
+from reference.golden import npzio, store, verify
+
+NPZ = "rope.apply/llama2-d128.npz"
+META = "rope.apply/llama2-d128.json"
+
+
+@pytest.fixture()
+def vectors_copy(tmp_path):
+    root = tmp_path / "vectors"
+    shutil.copytree(store.vectors_dir(), root)
+    return root
+
+
+def _verify(capsys, root, *extra):
+    code = main(["vectors", "verify", "--dir", str(root), *extra])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def _rehash(root):
+    """Rewrite MANIFEST.json so hashes match the current files (a careful attacker)."""
+    data = json.loads((root / "MANIFEST.json").read_text())
+    for rel in data["files"]:
+        blob = (root / rel).read_bytes()
+        data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+    data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
+    (root / "MANIFEST.json").write_text(json.dumps(data, indent=2))
+
+
+def _edit_manifest(root, fn):
+    data = json.loads((root / "MANIFEST.json").read_text())
+    fn(data)
+    (root / "MANIFEST.json").write_text(json.dumps(data, indent=2))
+
+
+def test_committed_vectors_verify(capsys):
+    code, out = _verify(capsys, store.vectors_dir())
+    assert code == 0, out
+    assert "OK" in out and store.load_manifest()["digest"] in out
+
+
+def test_default_directory_verifies(capsys):
+    assert main(["vectors", "verify"]) == 0
+    capsys.readouterr()
+
+
+def test_copy_verifies_and_rederives_with_numpy(vectors_copy, capsys):
+    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
+    assert code == 0, out
+    assert "re-derived with numpy" in out
+
+
+def test_changed_file(vectors_copy, capsys):
+    blob = bytearray((vectors_copy / NPZ).read_bytes())
+    blob[-20] ^= 0x01  # one bit in the last array's data
+    (vectors_copy / NPZ).write_bytes(bytes(blob))
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{NPZ}: changed" in out
+
+
+def test_truncated_file(vectors_copy, capsys):
+    blob = (vectors_copy / NPZ).read_bytes()
+    (vectors_copy / NPZ).write_bytes(blob[: len(blob) // 2])
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{NPZ}: truncated" in out
+
+
+def test_missing_file(vectors_copy, capsys):
+    (vectors_copy / META).unlink()
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{META}: missing" in out
+
+
+def test_missing_manifest(vectors_copy, capsys):
+    (vectors_copy / "MANIFEST.json").unlink()
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert "MANIFEST.json: missing" in out
+
+
+def test_unlisted_file(vectors_copy, capsys):
+    (vectors_copy / "rope.apply" / "extra.npz").write_bytes(b"hello")
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert "rope.apply/extra.npz: not listed in MANIFEST.json" in out
+
+
+@pytest.mark.parametrize("bad_path", ["../outside.json", "/etc/hostname", "rope.apply/../../outside.json",
+                                      "C:/outside.json", "rope.apply\\x.json"])
+def test_manifest_path_escaping_the_directory(vectors_copy, capsys, bad_path):
+    outside = vectors_copy.parent / "outside.json"
+    outside.write_text("{}")
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(bad_path, {"sha256": digest, "bytes": 2}))
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{bad_path}: path escapes the vectors directory" in out
+
+
+def test_symlink_escaping_the_directory(vectors_copy, capsys):
+    outside = vectors_copy.parent / "outside.json"
+    outside.write_text("{}")
+    (vectors_copy / "rope.apply" / "link.json").symlink_to(outside)
+    _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(
+        "rope.apply/link.json", {"sha256": hashlib.sha256(b"{}").hexdigest(), "bytes": 2}))
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert "rope.apply/link.json: path escapes the vectors directory" in out
+
+
+def test_object_array_in_npz(vectors_copy, capsys):
+    arrays = dict(np.load(vectors_copy / NPZ, allow_pickle=False))
+    first = next(iter(arrays))
+    buffer = io.BytesIO()
+    np.savez(buffer, **{**arrays, first: np.array([{"evil": 1}], dtype=object)})
+    (vectors_copy / NPZ).write_bytes(buffer.getvalue())
+    _rehash(vectors_copy)  # hashes agree: only the pickle check can catch it
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{NPZ}: object array or pickle refused" in out
+
+
+def test_raw_pickle_member_in_npz(vectors_copy, capsys):
+    with zipfile.ZipFile(vectors_copy / NPZ, "a") as zf:
+        zf.writestr("payload.pkl", pickle.dumps({"evil": 1}))
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{NPZ}: member 'payload.pkl' is not an .npy array" in out
+
+
+def test_whole_file_pickle_instead_of_npz(vectors_copy, capsys):
+    (vectors_copy / NPZ).write_bytes(pickle.dumps({"x": 1}))
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{NPZ}: not a valid .npz" in out
+
+
+def test_schema_violation_in_metadata(vectors_copy, capsys):
+    meta = json.loads((vectors_copy / META).read_text())
+    meta["testGroups"][0]["tests"][0]["flags"].append("not a flag")
+    (vectors_copy / META).write_text(json.dumps(meta))
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{META}: schema:" in out
+
+
+def test_inconsistent_metadata(vectors_copy, capsys):
+    meta = json.loads((vectors_copy / META).read_text())
+    meta["numberOfTests"] += 1
+    meta["testGroups"][0]["tests"][1]["id"] = meta["testGroups"][0]["tests"][0]["id"]
+    (vectors_copy / META).write_text(json.dumps(meta))
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{META}: numberOfTests" in out and f"{META}: duplicate test ids" in out
+
+
+def test_wrong_shape_array(vectors_copy, capsys):
+    arrays = npzio.read_npz(vectors_copy / NPZ)
+    arrays["decode-4095.expected"] = arrays["decode-4095.expected"][..., :64]
+    npzio.write_npz(vectors_copy / NPZ, arrays)
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert "rope.apply/llama2-d128/decode-4095: expected has shape" in out
+
+
+def test_digest_mismatch(vectors_copy, capsys):
+    _edit_manifest(vectors_copy, lambda d: d.__setitem__("digest", "0" * 64))
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert "MANIFEST.json: digest does not match" in out
+
+
+def test_rederive_catches_a_value_off_by_a_little(vectors_copy, capsys):
+    arrays = npzio.read_npz(vectors_copy / NPZ)
+    bad = arrays["decode-4095.expected"].copy()
+    bad[0, 0, 0, 5] += 1e-12
+    arrays["decode-4095.expected"] = bad
+    npzio.write_npz(vectors_copy / NPZ, arrays)
+    _rehash(vectors_copy)
+    assert _verify(capsys, vectors_copy)[0] == 0  # hashes and schema are fine ...
+    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
+    assert code == 3  # ... but the values are not the reference's
+    assert f"{NPZ}: rope.apply/llama2-d128/decode-4095: expected differs" in out
+
+
+def test_rederive_catches_changed_inputs(vectors_copy, capsys):
+    arrays = npzio.read_npz(vectors_copy / NPZ)
+    x = arrays["prefill-8.x"].copy()
+    x[0, 1, 0, 0] = 0.5
+    arrays["prefill-8.x"] = x
+    npzio.write_npz(vectors_copy / NPZ, arrays)
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
+    assert code == 3
+    assert "prefill-8: input x differs from the catalog's seeded input" in out
+
+
+def test_verify_dir_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
+    code, out = _verify(capsys, tmp_path / "nope")
+    assert code == 2
+    assert out.count("\n") == 1
+
+
+def test_compare_scales():
+    stored = np.array([1.0, 1e-6])
+    assert verify.compare(stored, stored, "inv_freq") == 0.0
+    assert verify.compare(stored, stored * (1 + 2.0**-52), "inv_freq") == pytest.approx(1.0)
+    assert verify.compare(stored, stored + [0, 1e-15], "inv_freq") > 4
+    assert verify.compare(np.zeros((2,)), np.ones((3,)), "expected") == float("inf")
+
+
+def test_npz_bytes_are_deterministic_and_loadable(tmp_path):
+    arrays = {"a.x": np.arange(6.0).reshape(2, 3), "a.p": np.array([[1, 2]], dtype=np.int64),
+              "f": np.array(1.0)}
+    blob = npzio.npz_bytes(arrays)
+    assert blob == npzio.npz_bytes(dict(arrays))
+    path = tmp_path / "a.npz"
+    path.write_bytes(blob)
+    loaded = npzio.read_npz(path)
+    assert list(loaded) == list(arrays)
+    for key in arrays:
+        assert np.array_equal(loaded[key], arrays[key]) and loaded[key].dtype == arrays[key].dtype
+    assert loaded["f"].shape == ()
+    with zipfile.ZipFile(path) as zf:
+        assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+    with pytest.raises(npzio.NpzError):
+        npzio.npz_bytes({"o": np.array([None], dtype=object)})
+
+
+def test_metadata_whose_npz_is_unlisted_and_absent(vectors_copy, capsys):
+    (vectors_copy / NPZ).unlink()
+    _edit_manifest(vectors_copy, lambda d: d["files"].pop(NPZ))
+    _rehash(vectors_copy)
+    code, out = _verify(capsys, vectors_copy)
+    assert code == 3
+    assert f"{META}: its arrays file is not listed in MANIFEST.json" in out
