@@ -1,0 +1,105 @@
+"""Library entry points: ``run_conformance`` (a Report) and ``assert_conforms`` (for test suites).
+
+Both take either a callable adapter or a TARGET string ('package.module:name' or
+'path/to/file.py:name'). Bad options raise ValueError naming the argument (OptionError is both a
+ValueError and the CLI's UsageError); a target that cannot be loaded raises UsageError; golden
+vectors that fail their integrity check raise IntegrityError.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+from conformance.results import Report
+from conformance.runner import DEFAULT_DTYPES, IntegrityError, OptionError, Options, run
+
+
+def run_conformance(
+    fn_or_target: Union[Callable, str],
+    protocol: str,
+    *,
+    layout: str = "auto",
+    dtypes: Sequence[str] = DEFAULT_DTYPES,
+    device: str = "cpu",
+    profile: str = "standard",
+    cases: Optional[str] = None,
+    isolate: bool = False,
+    timeout: Optional[float] = None,
+    progress=None,
+    vectors_dir=None,
+    identities: bool = True,
+    golden_cases=None,
+) -> Report:
+    """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
+
+    cases: a glob on case ids (several separated by commas), e.g. "rope.apply/llama2-d128/*".
+    progress: an object with start(total), advance(case_result), finish(report) (the terminal
+    reporter), or None. identities=False skips the black-box identity checks. golden_cases:
+    grade these GoldenCase records instead of the committed vectors.
+    """
+    from conformance.loader import load_target
+
+    target = None
+    fn = fn_or_target
+    if isinstance(fn_or_target, str):
+        target = fn_or_target
+        fn = None if isolate else load_target(target)
+    elif not callable(fn_or_target):
+        raise OptionError(f"fn_or_target must be a callable or a TARGET string, got {type(fn_or_target).__name__}")
+    opts = Options(
+        protocol=protocol,
+        layout=layout,
+        dtypes=tuple([dtypes] if isinstance(dtypes, str) else dtypes),
+        device=device,
+        profile=profile,
+        cases=cases,
+        isolate=isolate,
+        timeout=timeout,
+        vectors_dir=vectors_dir,
+        identities=identities,
+    )
+    return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
+
+
+def failure_summary(report: Report, limit: int = 20) -> str:
+    """A few lines: the summary counts, then each failing case and identity with its codes."""
+    s = report.summary()
+    head = (
+        f"posref {report.suite_version} {report.protocol} ({report.profile}): "
+        + ", ".join(f"{s[k]} {k}" for k in ("pass", "acceptable", "fail", "error", "skip"))
+        + f", {s['identity_failures']} identity failure(s); vectors {report.vectors_digest}"
+    )
+    lines = [head]
+    bad = [c for c in report.cases if c.verdict in ("fail", "error")]
+    for c in bad[:limit]:
+        why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
+        ratio = "" if c.budget_ratio is None else f" ratio {c.budget_ratio:.3g}"
+        lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
+    if len(bad) > limit:
+        lines.append(f"  ... and {len(bad) - limit} more")
+    for i in report.identities:
+        if i.verdict in ("fail", "error"):
+            lines.append(f"  identity {i.id} [{i.dtype}] {i.verdict}: {i.message}")
+    return "\n".join(lines)
+
+
+def assert_conforms(
+    fn: Union[Callable, str],
+    protocol: str = "rope.apply",
+    *,
+    layout: str = "auto",
+    dtypes: Sequence[str] = DEFAULT_DTYPES,
+    **options,
+) -> Report:
+    """Grade fn and raise AssertionError carrying the summary when a case or identity fails.
+
+    Extra keyword options are those of run_conformance (profile, cases, device, ...). Returns
+    the Report when everything graded passed.
+    """
+    report = run_conformance(fn, protocol, layout=layout, dtypes=dtypes, **options)
+    if report.summary()["overall"] == "fail":
+        raise AssertionError(failure_summary(report))
+    return report
+
+
+__all__ = ["IntegrityError", "OptionError", "assert_conforms", "failure_summary", "run_conformance"]

@@ -1,0 +1,79 @@
+"""``posref conform TARGET --protocol NAME ...``: grade an implementation on the golden vectors.
+
+Prints the progress bar and the table (conformance.reports.terminal), writes the requested
+reports, and returns the exit code: 0 everything graded passed, 1 some case or identity failed
+or errored, 2 usage or target error (UsageError, one line), 3 golden vectors fail integrity.
+"""
+
+from __future__ import annotations
+
+import sys
+
+HELP = "grade a PyTorch implementation against the golden vectors"
+
+
+def add_parser(subparsers) -> None:
+    from conformance import protocols
+    from conformance.runner import DEFAULT_DTYPES, LAYOUT_CHOICES
+    from conformance.tolerance import DTYPES, PROFILES
+
+    p = subparsers.add_parser("conform", help=HELP, description=HELP + ".")
+    p.add_argument("target", metavar="TARGET", help="the adapter: package.module:name or path/to/file.py:name")
+    p.add_argument("--protocol", required=True, metavar="NAME", help=f"one of: {', '.join(protocols.names())}")
+    p.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES, help="pair layout (default: detect it)")
+    p.add_argument(
+        "--dtype",
+        dest="dtypes",
+        action="append",
+        choices=DTYPES,
+        help=f"dtype to grade in; repeat for several (default: {' and '.join(DEFAULT_DTYPES)})",
+    )
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--profile", default="standard", choices=PROFILES, help="tolerance profile (default: standard)")
+    p.add_argument("--cases", metavar="GLOB", help="only case ids matching this glob (comma-separated globs)")
+    p.add_argument("--json", metavar="FILE", help="write the JSON report")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a review")
+    p.add_argument("--plot", metavar="FILE.png", help="plot error and budget against position")
+    p.add_argument("--isolate", action="store_true", help="run the implementation in a child process")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="per-call time limit")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from conformance.errors import UsageError
+    from conformance.loader import load_target
+    from conformance.reports import write_reports
+    from conformance.reports.terminal import TerminalReporter
+    from conformance.runner import DEFAULT_DTYPES, IntegrityError, Options, exit_code
+    from conformance.runner import run as run_grading
+
+    opts = Options(
+        protocol=args.protocol,
+        layout=args.layout,
+        dtypes=tuple(args.dtypes or DEFAULT_DTYPES),
+        device=args.device,
+        profile=args.profile,
+        cases=args.cases,
+        isolate=args.isolate,
+        timeout=args.timeout,
+    )
+    from conformance import protocols
+
+    protocols.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
+    fn = None if args.isolate else load_target(args.target)
+    reporter = TerminalReporter()
+    try:
+        report = run_grading(fn, opts, target=args.target, progress=reporter)
+    except IntegrityError as exc:
+        reporter.close()
+        print(f"posref: error: {exc}", file=sys.stderr)
+        return 3
+    except UsageError:
+        reporter.close()
+        raise
+    try:
+        write_reports(report, json=args.json, junit=args.junit, markdown=args.markdown, plot=args.plot)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write a report: {exc}") from None
+    return exit_code(report)

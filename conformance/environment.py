@@ -1,0 +1,44 @@
+"""The environment a report was produced in: versions, device, dtypes, platform.
+
+Versions come from package metadata, so numba is never imported just to name its version.
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda"):
+        index = torch.device(device).index or 0
+        return f"{device} ({torch.cuda.get_device_name(index)})"
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def collect(device: str, dtypes) -> dict:
+    """{"python", "torch", "numpy", "numba", "posref", "device", "dtypes", "platform"}."""
+    import numpy
+    import torch
+
+    from reference import __version__
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "numba": _version("numba"),
+        "posref": __version__,
+        "device": device_name(device),
+        "dtypes": list(dtypes),
+        "platform": platform.platform(),
+    }

@@ -1,0 +1,859 @@
+"""Fault isolation: call a user's adapter so that nothing it does can stop the run.
+
+Every call returns an :class:`Outcome` instead of raising:
+
+    ok           the adapter returned; ``value`` is what it returned
+    raised       it raised an exception (SystemExit included); ``error`` is one line
+    unsupported  it raised ``conformance.Unsupported``: the runner skips the case
+    crashed      the isolated process died during the call (os.abort, a segfault in an
+                 extension, os._exit); ``error`` names the signal or exit code
+    timeout      it did not return within ``timeout`` seconds
+
+Two invokers share that contract (``make_invoker`` picks one):
+
+* In-process (``isolate=False``): the adapter runs in this interpreter. With a timeout the call
+  runs in a daemon worker thread; Python cannot kill a thread, so a call that times out keeps
+  running in the background (and may keep a core busy) while the run goes on. Hard crashes take
+  the whole run down. Use ``--isolate`` for implementations that may hang or crash.
+* Isolated (``isolate=True``, POSIX): a server process (a fresh interpreter started with
+  ``subprocess``, speaking pickle over a private socket; stdout and stderr are inherited) imports
+  torch and loads TARGET itself through ``conformance.loader.load_target`` once, then forks a
+  worker that serves the calls. Arguments and results travel as pickles (torch tensors keep their
+  dtype, strides and device). An adapter that modifies an input tensor in place has the
+  modification copied back into the caller's tensor, so the runner's "inputs not mutated" check
+  sees it as it would in-process. After a crash the server reports how the worker died and forks
+  a fresh one; after a timeout it kills the worker first. A restart therefore costs a fork (tens
+  of milliseconds), not the seconds of a new interpreter importing torch, and the start-up is
+  never counted against the timeout. Everything runs in its own process group: ``close()`` (also
+  run by a finalizer at interpreter exit) kills and reaps it, and the server and the worker exit
+  by themselves when their parent dies, even while the adapter is stuck in a loop. The server
+  never runs the adapter itself, so forked workers can initialise CUDA; where loading TARGET has
+  already initialised CUDA (or POSREF_ISOLATE_NO_FORK=1 is set, for targets whose import starts
+  threads), the server serves the calls without forking and a restart starts a new interpreter.
+
+KeyboardInterrupt is never swallowed: it propagates to the caller in both modes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback as _traceback
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from conformance.errors import Unsupported, UsageError
+
+KINDS = ("ok", "raised", "unsupported", "crashed", "timeout")
+
+DEFAULT_LOADER = "conformance.loader:load_target"
+# Set to 1 to make the isolated server run the calls itself instead of forking workers (for a
+# target whose import starts threads or initialises CUDA; a restart then re-imports everything).
+NO_FORK_ENV = "POSREF_ISOLATE_NO_FORK"
+_MAX_ERROR_CHARS = 400
+
+
+@dataclass
+class Outcome:
+    """The result of one call of a user's adapter.
+
+    kind       one of KINDS
+    value      the returned object when kind == "ok" (else None)
+    error      one line, e.g. "ZeroDivisionError: division by zero" ("" when ok)
+    traceback  the formatted traceback (for crashes: faulthandler's dump when there is one)
+    """
+
+    kind: str
+    value: Any = None
+    error: str = ""
+    traceback: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+class IsolationError(UsageError):
+    """The isolated process could not be started or could not load the target (exit code 2)."""
+
+
+def error_line(exc: BaseException) -> str:
+    """One line naming the exception: "TypeName: first line of its message"."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # a broken __str__ must not hide the failure itself
+        text = ""
+    first = text.splitlines()[0] if text else ""
+    if len(first) > _MAX_ERROR_CHARS:
+        first = first[: _MAX_ERROR_CHARS - 3] + "..."
+    name = type(exc).__name__
+    return f"{name}: {first}" if first else name
+
+
+def _outcome_from_exception(exc: BaseException) -> Outcome:
+    kind = "unsupported" if isinstance(exc, Unsupported) else "raised"
+    tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return Outcome(kind, None, error_line(exc), tb)
+
+
+def _call_catching(fn: Callable, args: tuple) -> Outcome:
+    """Call fn(*args); every exception except KeyboardInterrupt becomes an Outcome."""
+    try:
+        value = fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a verdict too
+        return _outcome_from_exception(exc)
+    return Outcome("ok", value)
+
+
+def _check_timeout(timeout: Optional[float]) -> Optional[float]:
+    if timeout is None:
+        return None
+    try:
+        t = float(timeout)
+    except (TypeError, ValueError):
+        raise ValueError(f"timeout must be a number of seconds or None, got {timeout!r}") from None
+    if not t > 0 or t != t or t == float("inf"):
+        raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
+    return t
+
+
+class Invoker:
+    """Common interface: ``call(*args) -> Outcome``, ``close()``, and use as a context manager."""
+
+    isolated = False
+
+    def call(self, *args) -> Outcome:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+        return False
+
+
+class InProcessInvoker(Invoker):
+    """Runs the adapter in this interpreter (see the module docstring for the timeout caveat)."""
+
+    def __init__(self, fn: Callable, *, timeout: Optional[float] = None):
+        if not callable(fn):
+            raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.timeout = _check_timeout(timeout)
+
+    def call(self, *args) -> Outcome:
+        if self.timeout is None:
+            return _call_catching(self.fn, args)
+        box: dict = {}
+        done = threading.Event()
+
+        def work():
+            try:
+                box["outcome"] = _call_catching(self.fn, args)
+            except KeyboardInterrupt as exc:  # hand it to the caller's thread
+                box["interrupt"] = exc
+            finally:
+                done.set()
+
+        # A daemon thread: one that never returns must not keep the interpreter alive at exit.
+        worker = threading.Thread(target=work, name="posref-call", daemon=True)
+        worker.start()
+        if not done.wait(self.timeout):
+            return Outcome(
+                "timeout",
+                None,
+                f"the call did not return within {self.timeout:g} s (it keeps running in a "
+                "background thread; use --isolate to have it killed)",
+                "",
+            )
+        if "interrupt" in box:
+            raise box["interrupt"]
+        return box["outcome"]
+
+
+# --------------------------------------------------------------------------------------------
+# Isolated invoker: parent side
+#
+# Three processes: this one; a server (a fresh interpreter that imports torch and loads TARGET
+# once, then only forks); and a worker (a fork of the server) that runs the calls. A crash or a
+# timeout then costs a fork (tens of ms) instead of a new interpreter (seconds of imports).
+# Two sockets: "control" between us and the server (it announces each worker, passing the
+# worker's socket as a file descriptor, and reports how each worker died; we ask it to kill a
+# worker or to exit) and "data" between us and the current worker (calls and replies). A worker
+# that dies closes its data socket, which we see at once as EOF.
+
+
+class _Server:
+    """The server process, its control socket and the current worker; owned by _IsolatedState."""
+
+    def __init__(self, proc: subprocess.Popen, ctrl):
+        self.proc = proc
+        self.ctrl = ctrl
+        self.worker_pid: Optional[int] = None
+        self.data = None
+        self.statuses: dict = {}  # worker pid -> exit status, as the server reported it
+        self.pending: Optional[tuple] = None  # a worker announced while we waited for a status
+
+    def send(self, *msg) -> None:
+        self.ctrl.send_bytes(pickle.dumps(msg))
+
+    def _read(self, deadline: float):
+        """The next control message; None past the deadline; EOFError when the server is gone."""
+        if not self.ctrl.poll(max(0.0, deadline - time.monotonic())):
+            return None
+        msg = pickle.loads(self.ctrl.recv_bytes())
+        if msg[0] == "died":
+            self.statuses[msg[1]] = msg[2]
+        elif msg[0] == "worker":
+            from multiprocessing.reduction import recv_handle
+
+            self.pending = (msg[1], recv_handle(self.ctrl))
+        return msg
+
+    def ensure_worker(self, timeout: float) -> None:
+        """Make sure a worker is connected (the server forks one after each death)."""
+        from multiprocessing.connection import Connection
+
+        if self.data is not None:
+            return
+        deadline = time.monotonic() + timeout
+        while self.pending is None:
+            if self._read(deadline) is None:
+                raise TimeoutError("the isolated server did not start a worker")
+        self.worker_pid, fd = self.pending
+        self.pending = None
+        self.data = Connection(fd)
+
+    def drop_worker(self, *, kill: bool, timeout: float = 10.0) -> Optional[int]:
+        """Forget the current worker (killing it first if asked); return its exit status."""
+        pid, self.worker_pid = self.worker_pid, None
+        if self.data is not None:
+            self.data.close()
+            self.data = None
+        if pid is None:
+            return None
+        if pid == self.proc.pid:  # the server serves the calls itself (see _fork_unsafe)
+            if kill:
+                return self.kill()
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return self.kill()
+        deadline = time.monotonic() + timeout
+        try:
+            if kill:
+                # The server kills it: only the parent can be sure the pid was not reused.
+                self.send("kill", pid)
+            while pid not in self.statuses:
+                if self._read(deadline) is None:
+                    return None
+        except (EOFError, OSError):
+            return None
+        return self.statuses.pop(pid)
+
+    def kill(self) -> Optional[int]:
+        """Kill the server with its process group (the worker too); reap it."""
+        for conn in (self.data, self.ctrl):
+            if conn is not None:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+        self.data = None
+        if self.pending is not None:
+            try:
+                os.close(self.pending[1])
+            except OSError:
+                pass
+            self.pending = None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                try:
+                    self.proc.kill()
+                except OSError:
+                    pass
+        try:
+            status = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - uninterruptible sleep
+            status = None
+        worker, self.worker_pid = self.worker_pid, None
+        if worker is not None and worker != self.proc.pid:
+            _wait_gone(worker)  # killed with the group; init reaps it, we only wait for that
+        return status
+
+    def stop(self) -> None:
+        """Ask the server to exit (it kills and reaps its worker), then make sure it has."""
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+                self.proc.wait(timeout=2)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+def _wait_gone(pid: int, timeout: float = 2.0) -> None:
+    """Wait until a process that is not our child has died (gone, or a zombie awaiting init)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except OSError:
+            return
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] in ("Z", "X"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.01)
+
+
+class _IsolatedState:
+    """What the finalizer needs, kept apart from the invoker so it holds no reference to it."""
+
+    def __init__(self):
+        self.server: Optional[_Server] = None
+        self.crash_log: Optional[str] = None
+
+    def drop_server(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()  # the server reaps its worker itself when it still can
+
+    def shutdown(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+        if self.crash_log is not None:
+            try:
+                os.unlink(self.crash_log)
+            except OSError:
+                pass
+            self.crash_log = None
+
+
+_SERVER_CODE = (
+    "import sys, json\n"
+    "_p = json.loads(sys.argv[2])\n"
+    "sys.path[:] = _p + [x for x in sys.path if x not in _p]\n"
+    "from conformance.isolation import _server_main\n"
+    "_server_main(int(sys.argv[1]))\n"
+)
+
+
+def _path() -> list:
+    """Our sys.path for the server, so that it imports TARGET and conformance as we would."""
+    return [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
+
+
+def _describe_exit(status: Optional[int]) -> str:
+    if status is None:
+        return "the isolated process died and its exit status is unknown"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "signal"
+        return f"the isolated process was killed by {name} (signal {-status})"
+    return f"the isolated process exited with code {status} during the call"
+
+
+class IsolatedInvoker(Invoker):
+    """Runs the adapter in a child process that loads TARGET itself (POSIX only: it forks)."""
+
+    isolated = True
+
+    def __init__(
+        self,
+        target: Optional[str],
+        *,
+        fn: Optional[Callable] = None,
+        timeout: Optional[float] = None,
+        loader: str = DEFAULT_LOADER,
+        preload: tuple = ("torch",),
+        startup_timeout: float = 120.0,
+    ):
+        if not hasattr(os, "fork"):
+            raise UsageError("--isolate needs a POSIX system (it forks worker processes)")
+        self.timeout = _check_timeout(timeout)
+        self.target = target
+        self.loader = loader
+        self.preload = tuple(preload)
+        self.startup_timeout = float(startup_timeout)
+        self._fn_pickle = None
+        if target is None:
+            # No TARGET string: send the function itself, which pickles by reference only when
+            # it is importable (a module-level function); lambdas and closures cannot cross.
+            try:
+                self._fn_pickle = pickle.dumps(fn)
+            except Exception as exc:
+                raise UsageError(
+                    "isolation needs an importable target ('package.module:name' or "
+                    f"'path/to/file.py:name'); the function cannot be sent to a child process "
+                    f"({error_line(exc)})"
+                ) from None
+        self._state = _IsolatedState()
+        self._startup_error: Optional[str] = None
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, self._state.shutdown)
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the server and a worker now (else the first call does); raises IsolationError."""
+        with self._lock:
+            self._ready_server()
+
+    def close(self) -> None:
+        self._finalizer()  # runs _state.shutdown once; later calls are no-ops
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The current worker's process id (None before the first call or after a crash)."""
+        server = self._state.server
+        return server.worker_pid if server is not None else None
+
+    def _ready_server(self) -> _Server:
+        """A server with a connected worker, started or restarted as needed."""
+        if self._startup_error is not None:
+            raise IsolationError(self._startup_error)
+        if not self._finalizer.alive:
+            raise ValueError("this invoker has been closed")
+        for attempt in range(2):
+            server = self._state.server
+            if server is None or server.proc.poll() is not None:
+                self._state.drop_server()
+                try:
+                    server = self._spawn()
+                except IsolationError as exc:
+                    self._startup_error = str(exc)
+                    raise
+                self._state.server = server
+            try:
+                server.ensure_worker(self.startup_timeout)
+                return server
+            except (EOFError, OSError, TimeoutError):
+                # The server itself died or hung (e.g. the adapter killed its parent): start over.
+                self._state.drop_server()
+        raise IsolationError("the isolated process keeps dying before it can serve a call")
+
+    def _spawn(self) -> _Server:
+        from multiprocessing import Pipe
+
+        if self._state.crash_log is None:
+            fd, path = tempfile.mkstemp(prefix="posref-crash-", suffix=".log")
+            os.close(fd)
+            self._state.crash_log = path
+        parent_conn, child_conn = Pipe(duplex=True)
+        child_fd = child_conn.fileno()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _SERVER_CODE, str(child_fd), json.dumps(_path())],
+                pass_fds=(child_fd,),
+                stdin=subprocess.DEVNULL,
+                # Own process group: a Ctrl-C in the terminal reaches only us (we then close the
+                # server), and one killpg takes the server, the worker and the adapter's own
+                # subprocesses.
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            parent_conn.close()
+            child_conn.close()
+            raise IsolationError(f"could not start the isolated process: {error_line(exc)}")
+        child_conn.close()
+        server = _Server(proc, parent_conn)
+        init = (
+            "init",
+            self.target,
+            self._fn_pickle,
+            self.loader,
+            self.preload,
+            self._state.crash_log,
+            os.getpid(),
+        )
+        what = self.target or "the function"
+        try:
+            parent_conn.send_bytes(pickle.dumps(init))
+            if not parent_conn.poll(self.startup_timeout):
+                server.kill()
+                raise IsolationError(
+                    f"the isolated process did not load {what} within {self.startup_timeout:g} s"
+                )
+            reply = pickle.loads(parent_conn.recv_bytes())
+        except (EOFError, OSError):
+            status = server.kill()
+            raise IsolationError(
+                f"the isolated process died while loading {what}: {_describe_exit(status)}"
+            ) from None
+        if reply[0] != "ready":
+            server.kill()
+            if reply[2]:
+                raise IsolationError(reply[1])
+            raise IsolationError(f"the isolated process could not load {what}: {reply[1]}")
+        return server
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def call(self, *args) -> Outcome:
+        with self._lock:
+            return self._call(args)
+
+    def _call(self, args: tuple) -> Outcome:
+        server = self._ready_server()
+        try:
+            payload = pickle.dumps(("call", args), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            # The runner built these arguments: failing to send them is our bug, not the adapter's.
+            raise TypeError(f"arguments cannot be sent to the isolated process: {exc}") from exc
+        try:
+            server.data.send_bytes(payload)
+            if not server.data.poll(self.timeout):
+                server.drop_worker(kill=True)
+                return Outcome(
+                    "timeout",
+                    None,
+                    f"the call did not return within {self.timeout:g} s; the isolated process "
+                    "was killed",
+                    "",
+                )
+            raw = server.data.recv_bytes()
+        except (EOFError, OSError):
+            return self._crashed(server)
+        except KeyboardInterrupt:
+            self._state.drop_server()
+            raise
+        try:
+            reply = pickle.loads(raw)
+        except Exception as exc:
+            return Outcome(
+                "raised",
+                None,
+                f"the result could not be received from the isolated process ({error_line(exc)})",
+                "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            )
+        kind = reply[0]
+        if kind == "ok":
+            _, value, mutated = reply
+            _copy_back(args, mutated)
+            return Outcome("ok", value)
+        _, error, tb = reply
+        return Outcome(kind, None, error, tb)
+
+    def _crashed(self, server: _Server) -> Outcome:
+        status = server.drop_worker(kill=False)
+        if status is None:  # the server did not say: it is gone or wedged, so start afresh
+            self._state.drop_server()
+        dump = ""
+        if self._state.crash_log:
+            try:
+                with open(self._state.crash_log, encoding="utf-8", errors="replace") as f:
+                    dump = f.read()
+            except OSError:
+                pass
+        return Outcome("crashed", None, _describe_exit(status), dump)
+
+
+def _copy_back(args: tuple, mutated: dict) -> None:
+    """Replay in-place modifications the adapter made to its copies of the input tensors."""
+    for i, new in mutated.items():
+        try:
+            args[i].copy_(new)
+        except Exception:  # e.g. the adapter resized it: the runner still sees a changed shape
+            pass
+
+
+def make_invoker(
+    fn: Optional[Callable],
+    target: Optional[str],
+    *,
+    isolate: bool,
+    timeout: Optional[float],
+    **options,
+) -> Invoker:
+    """An invoker for ``fn`` (in-process) or for ``target`` loaded in a child (isolate=True).
+
+    options (isolated only): loader ("module:function" that turns TARGET into the callable;
+    default conformance.loader:load_target), preload (modules the child imports before it
+    reports ready, default ("torch",)), startup_timeout (seconds, default 120).
+    """
+    if isolate:
+        return IsolatedInvoker(target, fn=fn, timeout=timeout, **options)
+    if options:
+        raise ValueError(f"options {sorted(options)} apply only with isolate=True")
+    if fn is None:
+        if target is None:
+            raise ValueError("make_invoker needs fn or target")
+        loader_mod, _, loader_name = DEFAULT_LOADER.partition(":")
+        import importlib
+
+        fn = getattr(importlib.import_module(loader_mod), loader_name)(target)
+    return InProcessInvoker(fn, timeout=timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# Isolated invoker: server and worker side
+
+
+def _same_tensor(a, b) -> bool:
+    """Bit-for-bit equality (NaN equals the same NaN; -0.0 differs from 0.0: both are writes)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):  # the common case, one pass
+        return True
+
+    def raw(t):
+        return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+    try:
+        return torch.equal(raw(a), raw(b))
+    except (RuntimeError, TypeError):  # a dtype without a byte view: value equality only
+        return False
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent goes away, even if the adapter is stuck in a loop."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _load(init) -> Callable:
+    import importlib
+
+    _, target, fn_pickle, loader, preload, _crash_log, _parent = init
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if fn_pickle is not None:
+        return pickle.loads(fn_pickle)
+    module, _, name = loader.partition(":")
+    return getattr(importlib.import_module(module), name)(target)
+
+
+def _server_main(fd: int) -> None:
+    """Load the target once, then fork one worker at a time and report how each one ended."""
+    import faulthandler
+    import socket
+    from multiprocessing.connection import Connection
+    from multiprocessing.reduction import send_handle
+
+    ctrl = Connection(fd)
+    init = pickle.loads(ctrl.recv_bytes())
+    crash_log, parent_pid = init[5], init[6]
+    log = None
+    if crash_log:
+        log = open(crash_log, "w")  # noqa: SIM115 - faulthandler keeps it open for life
+        faulthandler.enable(file=log, all_threads=False)
+    try:
+        fn = _load(init)
+    except BaseException as exc:  # noqa: BLE001 - report every load failure as one line
+        # The loader's own UsageErrors already read as the one line a user should see.
+        usage = isinstance(exc, UsageError)
+        ctrl.send_bytes(pickle.dumps(("failed", str(exc) if usage else error_line(exc), usage)))
+        return
+    ctrl.send_bytes(pickle.dumps(("ready",)))
+    if _fork_unsafe():
+        # Serve the calls here; the parent kills and restarts the whole server after a crash.
+        ours, theirs = socket.socketpair()
+        ctrl.send_bytes(pickle.dumps(("worker", os.getpid())))
+        send_handle(ctrl, ours.fileno(), parent_pid)
+        ours.close()
+        _worker_main(fn, Connection(theirs.detach()), log)
+        return
+    while os.getppid() == parent_pid:
+        ours, theirs = socket.socketpair()
+        _flush_std()  # or the worker would print our buffered output a second time
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns when forking with other OS threads alive; torch's import
+            # leaves an idle one. The server has run no torch work, so nothing is mid-lock.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            try:
+                ctrl.close()
+                ours.close()
+                _worker_main(fn, Connection(theirs.detach()), log)
+            finally:
+                _flush_std()
+                os._exit(0)
+        theirs.close()
+        try:
+            ctrl.send_bytes(pickle.dumps(("worker", pid)))
+            send_handle(ctrl, ours.fileno(), parent_pid)
+        except OSError:
+            _reap(pid)
+            return
+        finally:
+            ours.close()
+        status = _wait_worker(ctrl, pid, parent_pid)
+        if status is None:
+            return
+        try:
+            ctrl.send_bytes(pickle.dumps(("died", pid, status)))
+        except OSError:
+            return
+
+
+def _fork_unsafe() -> bool:
+    """Whether forked workers would break: CUDA already initialised (a CUDA context does not
+    survive fork; e.g. a target that builds a CUDA tensor at import), or the user asked."""
+    if os.environ.get(NO_FORK_ENV, "").strip() not in ("", "0"):
+        return True
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _wait_worker(ctrl, pid: int, parent_pid: int) -> Optional[int]:
+    """Wait for the worker to end and return its exit status (negative: killed by that signal).
+
+    Meanwhile serve the parent's requests: ("kill", pid) and ("exit",). Returns None when the
+    server should exit (asked to, or the parent is gone); the worker is then killed and reaped.
+    """
+    import select
+
+    try:
+        pidfd = os.pidfd_open(pid)  # readable when the worker ends: no polling delay
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            fds = [ctrl.fileno()] + ([pidfd] if pidfd is not None else [])
+            readable, _, _ = select.select(fds, [], [], 0.5 if pidfd is not None else 0.02)
+            if os.getppid() != parent_pid:
+                _reap(pid)
+                return None
+            if ctrl.fileno() in readable:
+                try:
+                    msg = pickle.loads(ctrl.recv_bytes())
+                except (EOFError, OSError):
+                    _reap(pid)
+                    return None
+                if msg[0] == "exit":
+                    _reap(pid)
+                    return None
+                if msg[0] == "kill" and msg[1] == pid:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _worker_main(fn: Callable, data, log) -> None:
+    """Serve calls on the data socket until it closes."""
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    while True:
+        try:
+            raw = data.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            msg = pickle.loads(raw)
+        except Exception as exc:
+            data.send_bytes(pickle.dumps(("raised", "the arguments could not be received in the "
+                                          f"isolated process ({error_line(exc)})", "")))
+            continue
+        if msg[0] == "exit":
+            return
+        args = msg[1]
+        pristine = _snapshot(args)
+        if log is not None:
+            log.seek(0)
+            log.truncate()
+        try:
+            outcome = _call_catching(fn, args)
+        except KeyboardInterrupt as exc:  # raised by the adapter itself: a verdict like others
+            outcome = _outcome_from_exception(exc)
+        _flush_std()
+        data.send_bytes(_encode(outcome, args, pristine))
+
+
+def _snapshot(args: tuple) -> dict:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    return {i: a.clone() for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+
+
+def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
+    if outcome.kind != "ok":
+        return pickle.dumps((outcome.kind, outcome.error, outcome.traceback))
+    mutated = {i: args[i] for i, before in pristine.items() if not _same_tensor(args[i], before)}
+    try:
+        value = _detached(outcome.value)
+        return pickle.dumps(("ok", value, mutated), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # a generator, a lock, a lambda...: say so instead of dying
+        tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+        error = (
+            f"TypeError: the adapter returned a {type(outcome.value).__name__}, which cannot be "
+            f"sent back from the isolated process ({error_line(exc)})"
+        )
+        return pickle.dumps(("raised", error, tb))
+
+
+def _detached(value):
+    """Results that carry an autograd graph cannot be pickled; their values can."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach() if value.requires_grad else value
+    if isinstance(value, (tuple, list)) and any(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in value
+    ):
+        items = [v.detach() if isinstance(v, torch.Tensor) else v for v in value]
+        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+    return value

@@ -1,0 +1,132 @@
+"""Load a TARGET: ``package.module:name`` or ``path/to/file.py:name`` -> the adapter callable.
+
+``name`` may be dotted (``Class.method``, ``module_attr.fn``). Every failure is a UsageError
+with one line (exit code 2 on the command line): malformed target, missing file, module that
+cannot be imported (or raises while importing), missing attribute, object not callable.
+
+Like ``python -m`` and most runners, the current directory is importable, and a file target's
+own folder is put first on sys.path so that it can import its neighbours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from conformance.errors import UsageError
+
+FORM = "'package.module:name' or 'path/to/file.py:name'"
+_FILE_MODULE_PREFIX = "posref_target_"  # sys.modules name of a file target
+
+
+def split_target(target) -> tuple[str, str]:
+    """("module or path", "attribute path"); UsageError when the form is wrong."""
+    if not isinstance(target, str) or ":" not in target:
+        raise UsageError(f"TARGET must be {FORM}, got {target!r}")
+    where, _, name = target.rpartition(":")
+    if not where or not name or not all(part.isidentifier() for part in name.split(".")):
+        raise UsageError(f"TARGET must be {FORM}, got {target!r}")
+    return where, name
+
+
+def _is_path(where: str) -> bool:
+    return where.endswith(".py") or os.sep in where or "/" in where
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _import_file(where: str):
+    path = Path(where).expanduser()
+    if not path.is_file():
+        raise UsageError(f"cannot import {where}: no such file")
+    path = path.resolve()
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    mod_name = f"{_FILE_MODULE_PREFIX}{path.stem}_{digest}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {where}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - user code: any failure is a target error
+        sys.modules.pop(mod_name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise UsageError(f"cannot import {where}: {_one_line(exc)}") from None
+    return module
+
+
+def _import_module(where: str):
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"cannot import module {where!r}: {_one_line(exc)}") from None
+    except BaseException as exc:  # noqa: BLE001 - user code raised while importing
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise UsageError(f"cannot import module {where!r}: {_one_line(exc)}") from None
+
+
+def load_target(target: str):
+    """Import TARGET and return the named callable (UsageError with one line otherwise)."""
+    where, name = split_target(target)
+    module = _import_file(where) if _is_path(where) else _import_module(where)
+    obj = module
+    for part in name.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"{where} has no attribute {name!r}") from None
+        except Exception as exc:  # noqa: BLE001 - a property raising
+            raise UsageError(f"{where}: getting {name!r} raised {_one_line(exc)}") from None
+    if not callable(obj):
+        raise UsageError(f"{target} is a {type(obj).__name__}, not a callable adapter")
+    return obj
+
+
+def target_of(fn):
+    """A TARGET string that loads ``fn`` again (for repro lines and --isolate), or None.
+
+    Functions of an importable module give 'package.module:qualname'; of a file loaded by
+    load_target, 'path/to/file.py:qualname'. Lambdas, closures, ``__main__`` and objects whose
+    TARGET would not load the very same object give None.
+    """
+    module_name = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    module = sys.modules.get(module_name) if module_name else None
+    if module is None or not qualname or "<" in qualname or module_name == "__main__":
+        return None
+    file = getattr(module, "__file__", None)
+    if module_name.startswith(_FILE_MODULE_PREFIX):
+        if not file:
+            return None
+        target = f"{file}:{qualname}"
+    else:
+        target = f"{module_name}:{qualname}"
+    try:
+        again = load_target(target)
+    except UsageError:
+        return None
+    return target if again is fn else None
+
+
+def describe(fn) -> str:
+    """A TARGET-like string for a callable passed by the API ("module:qualname")."""
+    module = getattr(fn, "__module__", None) or "?"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return f"{module}:{name}"

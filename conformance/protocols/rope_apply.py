@@ -1,0 +1,122 @@
+"""Protocol ``rope.apply``: ``fn(x, positions, spec) -> tensor like x``.
+
+x [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq] on the same
+device. Graded per pair (error of a pair = the larger of its two elements' errors) against the
+reference applied to the dtype-rounded x, with the rotation budget of conformance.tolerance;
+elements past rotary_dim must come back unchanged (passthrough budget).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance import tolerance
+from conformance.protocols import rope_reference
+from conformance.protocols.base import (
+    abs_error,
+    Graded,
+    Prepared,
+    Protocol,
+    argmax_index,
+    check_tensor,
+    finite_max,
+    format_positions,
+    mutation_problems,
+    nonfinite_problem,
+    per_position_curve,
+    token_max,
+    torch_dtype,
+)
+
+
+class RopeApply(Protocol):
+    name = "rope.apply"
+    signature = "fn(x, positions, spec) -> tensor like x"
+    has_layout = True
+    dtype_free = False
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], spec, dtype, device)
+
+    def prepare_arrays(self, x, positions, spec, dtype, device) -> Prepared:
+        import torch
+
+        x_t = torch.from_numpy(np.array(x, dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
+        pos = np.array(positions, dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "positions": pos}
+        watched = {"x": (x_t, x_t.clone()), "positions": (pos_t, pos_t.clone())}
+        return Prepared((x_t, pos_t, spec), inputs, watched, dtype, device)
+
+    def reference(self, prepared: Prepared, spec, layout: str) -> np.ndarray:
+        return rope_reference.apply(prepared.inputs_f64["x"], prepared.inputs_f64["positions"], spec, layout)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        x = prepared.inputs_f64["x"]
+        pos = prepared.inputs_f64["positions"]
+        out, problems, got = check_tensor(value, "the output", x.shape, prepared.dtype, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        ref = self.reference(prepared, spec, spec.layout)
+        bad = nonfinite_problem(out, ref, "the output")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        for profile in tolerance.PROFILES:
+            self._ratios(graded, profile, spec, prepared.dtype, x, pos, err)
+        return graded
+
+    def _ratios(self, graded, profile, spec, dtype, x, pos, err):
+        r = spec.rotary_dim
+        first, second = rope_reference.pair_indices(r, spec.layout)
+        pair_err = np.fmax(err[..., first], err[..., second])
+        pair_err = np.where(np.isnan(err[..., first]) | np.isnan(err[..., second]), np.nan, pair_err)
+        a, b = x[..., first], x[..., second]
+        mag = np.abs(a) + np.abs(b)
+        tabs = rope_reference.tables(pos, spec)
+        phi = tabs.phi[:, :, None, :]
+        budget = tolerance.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+        pair_ratio = tolerance.ratio(pair_err, budget)
+        tail_err = err[..., r:]
+        tail_budget = tolerance.passthrough_budget(x[..., r:], dtype, profile)
+        tail_ratio = tolerance.ratio(tail_err, tail_budget)
+
+        finite_pair = np.where(np.isfinite(pair_ratio), pair_ratio, -1.0)
+        finite_tail = np.where(np.isfinite(tail_ratio), tail_ratio, -1.0)
+        best = max(finite_pair.max(initial=-1.0), finite_tail.max(initial=-1.0))
+        graded.ratio[profile] = float(best) if best >= 0 else None
+        # Worst element: NaN/Inf first (they decide the verdict), then the largest ratio.
+        if tail_ratio.size and np.max(np.where(np.isnan(tail_ratio), np.inf, tail_ratio)) > np.max(
+            np.where(np.isnan(pair_ratio), np.inf, pair_ratio)
+        ):
+            idx = argmax_index(tail_ratio)
+            idx[-1] += r
+        else:
+            idx = argmax_index(pair_ratio)
+            i = idx[-1]
+            lead = tuple(idx[:-1])
+            e1, e2 = err[lead + (first[i],)], err[lead + (second[i],)]
+            idx[-1] = int(second[i] if (np.isnan(e2) or e2 > e1) else first[i])
+        graded.worst_index[profile] = idx
+
+        # Curve and the neighbour check are per token [b, s].
+        e_tok = token_max(err)
+        b_tok = budget.reshape(budget.shape[0], budget.shape[1], -1).max(axis=-1)
+        graded.curve[profile] = per_position_curve(pos, e_tok, b_tok)
+        # |R_{m+1} x - R_m x| of a pair is 2 |sin(theta_i / 2)| sqrt(a^2 + b^2): when the budget
+        # exceeds it for every pair of a token, an off-by-one position would pass there.
+        step = 2.0 * np.abs(np.sin(tabs.inv_freq / 2.0)) * np.hypot(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tok = (step / budget).reshape(step.shape[0], step.shape[1], -1).max(axis=-1)
+        blind = tok <= 1.0
+        if blind.any():
+            graded.notes[profile] = [
+                f"the {profile} budget at position(s) {format_positions(pos[blind])} exceeds the change "
+                "from position m to m+1, so an off-by-one position would pass there"
+            ]
+
+
+PROTOCOL = RopeApply()

@@ -1,0 +1,98 @@
+"""Protocol ``rope.cache``: ``fn(positions, spec) -> (cos, sin)``, each [batch, seq, rotary_dim // 2].
+
+Tables are in pair order (pair i turns by m * theta_i whatever the layout). The adapter receives
+no tensor in a dtype under test, so the protocol is dtype-free: each case is graded once, in the
+dtype the adapter returns (u_T of that dtype in the budget). (cos, sin) is the rotation of the
+unit pair (1, 0), so its budget is the rotation budget with |a| + |b| = 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance import tolerance
+from conformance.protocols import rope_reference
+from conformance.protocols.base import (
+    abs_error,
+    Graded,
+    Prepared,
+    Protocol,
+    argmax_index,
+    check_tensor,
+    finite_max,
+    format_positions,
+    mutation_problems,
+    nonfinite_problem,
+    per_position_curve,
+    token_max,
+)
+from conformance.results import Diagnosis
+
+
+def budget_dtype(*names) -> str:
+    """The coarsest of the returned dtypes among those the tolerance model knows."""
+    known = [n for n in names if n in tolerance.UNIT_ROUNDOFF]
+    if not known:
+        return "float64"
+    return max(known, key=lambda n: tolerance.UNIT_ROUNDOFF[n])
+
+
+class RopeCache(Protocol):
+    name = "rope.cache"
+    signature = "fn(positions, spec) -> (cos, sin), each [batch, seq, rotary_dim // 2]"
+    has_layout = False
+    dtype_free = True
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        pos = np.array(case.arrays["positions"], dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        return Prepared((pos_t, spec), {"positions": pos}, {"positions": (pos_t, pos_t.clone())}, None, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        pos = prepared.inputs_f64["positions"]
+        shape = pos.shape + (spec.rotary_dim // 2,)
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            what = type(value).__name__
+            return Graded(
+                problems=[Diagnosis("shape-changed", f"the adapter returned a {what}, expected a (cos, sin) pair")]
+                + mutation_problems(prepared.watched)
+            )
+        cos, p1, d1 = check_tensor(value[0], "cos", shape, None, prepared.device)
+        sin, p2, d2 = check_tensor(value[1], "sin", shape, None, prepared.device)
+        problems = p1 + p2 + mutation_problems(prepared.watched)
+        dtype = budget_dtype(d1, d2)
+        graded = Graded(problems=problems, output_dtype=dtype)
+        if cos is None or sin is None:
+            return graded
+        graded.output_f64 = np.stack([cos, sin])
+        tabs = rope_reference.tables(pos, spec)
+        for what, out, ref in (("cos", cos, tabs.cos), ("sin", sin, tabs.sin)):
+            bad = nonfinite_problem(out, ref, what)
+            if bad is not None:
+                graded.problems.append(bad)
+        err_c, err_s = abs_error(cos, tabs.cos), abs_error(sin, tabs.sin)
+        err = np.fmax(err_c, err_s)
+        err = np.where(np.isnan(err_c) | np.isnan(err_s), np.nan, err)
+        graded.max_abs_error = finite_max(err)
+        mag = np.full(err.shape, abs(tabs.attention_factor))
+        step = 2.0 * np.abs(np.sin(tabs.inv_freq / 2.0)) * mag
+        for profile in tolerance.PROFILES:
+            budget = tolerance.rotation_budget(mag, tabs.phi, spec.rotary_dim, spec.base, dtype, profile)
+            ratio = tolerance.ratio(err, budget)
+            finite = ratio[np.isfinite(ratio)]
+            graded.ratio[profile] = float(finite.max()) if finite.size else None
+            graded.worst_index[profile] = argmax_index(ratio)
+            e_tok = token_max(err)
+            graded.curve[profile] = per_position_curve(pos, e_tok, budget.max(axis=-1))
+            blind = (step / budget).max(axis=-1) <= 1.0
+            if blind.any():
+                graded.notes[profile] = [
+                    f"the {profile} budget at position(s) {format_positions(pos[blind])} exceeds the "
+                    "change from position m to m+1, so an off-by-one position would pass there"
+                ]
+        return graded
+
+
+PROTOCOL = RopeCache()

@@ -1,0 +1,132 @@
+"""``--junit FILE``: JUnit XML for CI systems (GitHub, GitLab, Jenkins all read this form).
+
+    <testsuites name="posref" tests= failures= errors= skipped= time=>
+      <testsuite name="posref.<protocol>" ...>
+        <properties>  suite version, vectors digest, target, profile, layout, environment.*
+        <testcase classname="<protocol>" name="<case id>[<dtype>]" time=...>   one per case x dtype
+          <failure message= type=<first diagnosis code>>  for fail
+          <error ...>                                      for error
+          <skipped message=...>                            for skip
+        <testcase classname="<protocol>.identities" name="<identity id>[<dtype>]">  black-box checks
+
+"acceptable" cases pass (their notes go to <system-out>).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from conformance.reports._common import case_reason, citation, codes, fmt_float, messages, \
+    summary_line, write_text_atomic
+
+# Characters XML 1.0 cannot carry at all (not even escaped); exception messages may hold them.
+_INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _clean(text) -> str:
+    return _INVALID_XML.sub("\ufffd", str(text))
+
+
+def _sub(parent, tag, **attrs):
+    return ET.SubElement(parent, tag, {k: _clean(v) for k, v in attrs.items()})
+
+
+def _case_details(report, case) -> str:
+    lines = [citation(report, case)]
+    lines.append(f"max abs error {fmt_float(case.max_abs_error)}, budget ratio "
+                 f"{fmt_float(case.budget_ratio)}, worst index {case.worst_index}")
+    for code, msg in zip(codes(case.diagnoses), messages(case.diagnoses)):
+        lines.append(f"{code}: {msg}")
+    lines.extend(f"note: {n}" for n in case.notes)
+    if case.repro:
+        lines += ["", "reproduce:", case.repro]
+    return "\n".join(lines)
+
+
+def _first_code(diagnoses, default):
+    found = codes(diagnoses)
+    return found[0] if found else default
+
+
+def build(report) -> ET.Element:
+    """The XML tree (root <testsuites>) for a Report."""
+    n_fail = n_err = n_skip = 0
+    total_time = 0.0
+    root = ET.Element("testsuites", {"name": "posref"})
+    suite = _sub(root, "testsuite", name=f"posref.{report.protocol}")
+    props = _sub(suite, "properties")
+    fields = [
+        ("posref.suite_version", report.suite_version),
+        ("posref.vectors_digest", report.vectors_digest),
+        ("posref.protocol", report.protocol),
+        ("posref.target", report.target),
+        ("posref.profile", report.profile),
+        ("posref.detected_layout", report.detected_layout or ""),
+        ("posref.summary", summary_line(report, digest_chars=None)),
+    ]
+    for key, value in (report.environment or {}).items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        fields.append((f"environment.{key}", "" if value is None else value))
+    for name, value in fields:
+        _sub(props, "property", name=name, value=value)
+
+    for case in report.cases:
+        t = float(case.duration_s or 0.0)
+        total_time += t
+        tc = _sub(suite, "testcase", classname=report.protocol, name=f"{case.id}[{case.dtype}]",
+                  time=f"{t:.6f}")
+        if case.verdict == "fail":
+            n_fail += 1
+            el = _sub(tc, "failure", message=case_reason(case),
+                      type=_first_code(case.diagnoses, "budget-exceeded"))
+            el.text = _clean(_case_details(report, case))
+        elif case.verdict == "error":
+            n_err += 1
+            el = _sub(tc, "error", message=case_reason(case),
+                      type=_first_code(case.diagnoses, "error"))
+            el.text = _clean(_case_details(report, case))
+        elif case.verdict == "skip":
+            n_skip += 1
+            _sub(tc, "skipped", message=case_reason(case))
+        elif case.verdict == "acceptable" or case.notes:
+            out = _sub(tc, "system-out")
+            out.text = _clean(_case_details(report, case))
+
+    for ident in report.identities:
+        tc = _sub(suite, "testcase", classname=f"{report.protocol}.identities",
+                  name=f"{ident.id}[{ident.dtype}]", time="0")
+        detail = (f"residual {fmt_float(ident.residual)}, bound {fmt_float(ident.bound)}"
+                  + (f": {ident.message}" if ident.message else ""))
+        diag = "\n".join(f"{c}: {m}" for c, m in zip(codes(ident.diagnoses), messages(ident.diagnoses)))
+        if ident.verdict in ("fail", "error"):
+            if ident.verdict == "fail":
+                n_fail += 1
+            else:
+                n_err += 1
+            el = _sub(tc, "failure" if ident.verdict == "fail" else "error",
+                      message=ident.message or detail,
+                      type=_first_code(ident.diagnoses, "identity"))
+            el.text = _clean(detail + ("\n" + diag if diag else ""))
+        elif ident.verdict == "skip":
+            n_skip += 1
+            _sub(tc, "skipped", message=ident.message or "skipped")
+
+    n_tests = len(report.cases) + len(report.identities)
+    counts = {"tests": str(n_tests), "failures": str(n_fail), "errors": str(n_err),
+              "skipped": str(n_skip), "time": f"{total_time:.6f}"}
+    for el in (root, suite):
+        for k, v in counts.items():
+            el.set(k, v)
+    return root
+
+
+def dumps(report) -> str:
+    root = build(report)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write(report, path) -> None:
+    write_text_atomic(path, dumps(report))

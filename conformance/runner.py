@@ -1,0 +1,381 @@
+"""The grading loop: golden cases x dtypes through a protocol and an invoker into a Report.
+
+Generic over protocols (conformance.protocols): the runner never looks inside a case. For each
+selected case (``--cases`` glob on the case id) and each requested dtype (once per case for
+dtype-free protocols) it builds the adapter's arguments, calls the adapter through the invoker
+(conformance.isolation), grades the returned value and decides the verdict:
+
+    skip        the adapter raised conformance.Unsupported, or the case's layout is not graded
+    error       the adapter raised, crashed or timed out (diagnosis raised / crashed / timeout)
+    fail        a validation problem (shape, dtype, device, NaN/Inf, input mutated) or the
+                profile's budget ratio above 1; diagnosis.diagnose() explains the numbers
+    acceptable  (profile standard) within the standard budget but above the strict one
+    pass        within the profile's budget (and, for standard, within strict as well)
+
+Before grading, the golden vectors' integrity is checked (reference.golden.verify.check):
+any problem raises IntegrityError (exit code 3). Then the layout is detected for protocols that
+have one (conformance.layout), cases are graded, and the black-box identities
+(conformance.blackbox.run_blackbox) run once per dtype. User code never crashes the runner:
+every call goes through the invoker, and every returned value through validation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+from conformance import layout as layout_mod
+from conformance import protocols, tolerance
+from conformance.errors import UsageError
+from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
+
+DEFAULT_DTYPES = ("float32", "bfloat16")
+LAYOUT_CHOICES = ("auto", "half", "interleaved")
+DEVICES = ("cpu", "cuda")
+
+
+class OptionError(UsageError, ValueError):
+    """A bad option: one line naming it (exit 2 on the command line, a ValueError in the API)."""
+
+
+class IntegrityError(Exception):
+    """The golden vectors fail their integrity check (exit code 3); str() is one line."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        first = str(self.problems[0]) if self.problems else "unknown problem"
+        more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        super().__init__(f"golden vectors fail their integrity check: {first}{more}")
+
+
+@dataclass
+class Options:
+    protocol: str
+    layout: str = "auto"
+    dtypes: tuple = DEFAULT_DTYPES
+    device: str = "cpu"
+    profile: str = "standard"
+    cases: Optional[str] = None
+    isolate: bool = False
+    timeout: Optional[float] = None
+    vectors_dir: Optional[str] = None
+    identities: bool = True
+
+
+def check_options(opts: Options) -> Options:
+    """Validate and normalise options; OptionError (one line) names the bad one."""
+    protocols.get(opts.protocol)  # UsageError for an unknown protocol
+    if opts.layout not in LAYOUT_CHOICES:
+        raise OptionError(f"layout must be one of {', '.join(LAYOUT_CHOICES)}, got {opts.layout!r}")
+    if isinstance(opts.dtypes, str):
+        opts.dtypes = (opts.dtypes,)
+    dtypes = tuple(dict.fromkeys(opts.dtypes or DEFAULT_DTYPES))
+    for d in dtypes:
+        if d not in tolerance.DTYPES:
+            raise OptionError(f"dtype must be one of {', '.join(tolerance.DTYPES)}, got {d!r}")
+    opts.dtypes = dtypes
+    if opts.profile not in tolerance.PROFILES:
+        raise OptionError(f"profile must be one of {', '.join(tolerance.PROFILES)}, got {opts.profile!r}")
+    kind = str(opts.device).split(":")[0]
+    if kind not in DEVICES:
+        raise OptionError(f"device must be cpu or cuda, got {opts.device!r}")
+    if kind == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise OptionError("device cuda requested, but torch.cuda.is_available() is False here")
+    if opts.timeout is not None:
+        try:
+            t = float(opts.timeout)
+        except (TypeError, ValueError):
+            raise OptionError(f"timeout must be a number of seconds, got {opts.timeout!r}") from None
+        if not t > 0 or t == float("inf"):
+            raise OptionError(f"timeout must be a positive number of seconds, got {opts.timeout!r}")
+        opts.timeout = t
+    return opts
+
+
+# ------------------------------------------------------------------------------------------
+# Vectors
+
+
+def check_integrity(directory=None) -> None:
+    """Raise IntegrityError when reference.golden.verify finds any problem."""
+    from reference.golden import verify
+
+    try:
+        problems = verify.check(directory)
+    except Exception as exc:  # a verifier that cannot even read the directory: same verdict
+        problems = [f"{type(exc).__name__}: {exc}"]
+    if problems:
+        raise IntegrityError(problems)
+
+
+def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_cases=None) -> list:
+    """The protocol's golden cases whose id matches the glob (all when pattern is None)."""
+    if golden_cases is None:
+        from reference.golden import store
+
+        golden_cases = store.iter_cases(protocol, directory)
+    cases = [c for c in golden_cases if c.protocol == protocol]
+    if pattern:
+        patterns = [p for p in str(pattern).split(",") if p]
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+        if not cases:
+            raise OptionError(f"no {protocol} case matches --cases {pattern!r} (see `posref vectors list`)")
+    elif not cases:
+        raise OptionError(f"the golden vectors hold no case for protocol {protocol!r}")
+    return cases
+
+
+def manifest_info(directory=None) -> tuple[str, str]:
+    """(suite_version, vectors_digest as 'sha256:<hex>')."""
+    from reference.golden import store
+
+    manifest = store.load_manifest(directory)
+    digest = str(manifest.get("digest", ""))
+    if digest and ":" not in digest:
+        digest = f"sha256:{digest}"
+    return str(manifest.get("suite_version", store.SUITE_VERSION)), digest or "unknown"
+
+
+# ------------------------------------------------------------------------------------------
+# Repro snippets
+
+
+def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]) -> str:
+    """A command a reviewer can paste to grade this one case again."""
+    if target:
+        parts = ["posref", "conform", target, "--protocol", opts.protocol, "--cases", case_id]
+        parts += ["--dtype", dtype, "--profile", opts.profile]
+        if opts.layout != "auto":
+            parts += ["--layout", opts.layout]
+        if opts.device != "cpu":
+            parts += ["--device", opts.device]
+        return " ".join(shlex.quote(p) for p in parts)
+    return (
+        "from conformance import run_conformance; "
+        f"print(run_conformance(fn, {opts.protocol!r}, cases={case_id!r}, dtypes=({dtype!r},), "
+        f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}).summary())"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Grading
+
+
+def _verdict(graded, profile: str) -> str:
+    if graded.problems:
+        return "fail"
+    ratio = graded.ratio.get(profile)
+    if ratio is None or ratio > 1.0:
+        return "fail"
+    if profile == "standard":
+        strict = graded.ratio.get("strict")
+        if strict is None or strict > 1.0:
+            return "acceptable"
+    return "pass"
+
+
+def _diagnose(case, spec, prepared, graded, dtype) -> list:
+    """Diagnoses of the numbers from conformance.diagnosis; never lets it stop the run."""
+    from conformance import diagnosis
+
+    try:
+        found = diagnosis.diagnose(case, spec, prepared.inputs_f64, graded.output_f64, dtype)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not hide the verdict
+        return [], [f"diagnosis could not run: {type(exc).__name__}: {exc}"]
+    return list(found or []), []
+
+
+def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_diagnosis=None) -> CaseResult:
+    """Grade one case in one dtype (dtype None for dtype-free protocols)."""
+    start = time.perf_counter()
+    label = dtype or opts.dtypes[0]
+    result = CaseResult(id=case.id, dtype=label, verdict="error")
+    prepared = proto.prepare(case, spec, dtype, opts.device)
+    outcome = invoker.call(*prepared.args)
+    if outcome.kind == "unsupported":
+        result.verdict = "skip"
+        result.notes.append(f"unsupported by the implementation: {outcome.error}")
+    elif outcome.kind != "ok":
+        code = outcome.kind if outcome.kind in ("raised", "crashed", "timeout") else "raised"
+        result.diagnoses.append(Diagnosis(code, outcome.error or outcome.kind))
+    else:
+        try:
+            graded = proto.grade(case, spec, prepared, outcome.value)
+        except Exception as exc:  # noqa: BLE001 - an exotic return value must not stop the run
+            result.diagnoses.append(
+                Diagnosis("raised", f"the returned value could not be graded: {type(exc).__name__}: {exc}")
+            )
+            result.repro = repro_snippet(case.id, result.dtype, opts, target)
+            result.duration_s = time.perf_counter() - start
+            return result
+        if proto.dtype_free and graded.output_dtype in tolerance.DTYPES:
+            result.dtype = graded.output_dtype
+        profile = opts.profile
+        result.verdict = _verdict(graded, profile)
+        result.max_abs_error = graded.max_abs_error
+        result.budget_ratio = graded.ratio.get(profile)
+        result.worst_index = graded.worst_index.get(profile)
+        result.curve = graded.curve.get(profile, [])
+        result.notes.extend(graded.notes.get(profile, []))
+        if result.verdict == "acceptable":
+            strict = graded.ratio.get("strict")
+            times = f"{strict:.3g}x" if strict is not None else "over"
+            result.notes.append(f"within the standard budget but {times} the strict one ({proto.acceptable_note})")
+        result.diagnoses.extend(graded.problems)
+        if result.verdict == "fail":
+            if extra_diagnosis is not None and all(d.code != extra_diagnosis.code for d in result.diagnoses):
+                result.diagnoses.insert(0, extra_diagnosis)
+            if graded.gradable:
+                found, notes = _diagnose(case, spec, prepared, graded, result.dtype)
+                codes = {d.code for d in result.diagnoses}
+                result.diagnoses.extend(d for d in found if d.code not in codes)
+                result.notes.extend(notes)
+    result.repro = repro_snippet(case.id, result.dtype, opts, target)
+    result.duration_s = time.perf_counter() - start
+    return result
+
+
+def _templates(proto, cases) -> dict:
+    """Per layout, a spec to probe with: the first case of that layout, else any case."""
+    specs = [proto.spec(c) for c in cases]
+    out = {}
+    for lay in layout_mod.LAYOUTS:
+        same = [s for s in specs if s.layout == lay]
+        out[lay] = same[0] if same else specs[0]
+    return out
+
+
+def _blackbox(invoker, opts: Options, follows: str, dtype_free: bool) -> list:
+    from conformance import blackbox
+    from conformance.protocols.base import torch_dtype
+
+    results = []
+    # A dtype-free protocol's adapter never sees the dtype: one round of checks is enough.
+    for dtype in opts.dtypes[:1] if dtype_free else opts.dtypes:
+        try:
+            found = blackbox.run_blackbox(
+                invoker, opts.protocol, dtype=torch_dtype(dtype), device=opts.device, layout=follows
+            )
+            results.extend(found or [])
+        except Exception as exc:  # noqa: BLE001 - report it as an identity error, keep going
+            results.append(
+                IdentityResult(
+                    id="blackbox",
+                    dtype=dtype,
+                    verdict="error",
+                    message=f"black-box checks could not run: {type(exc).__name__}: {exc}",
+                )
+            )
+    return results
+
+
+def run(
+    fn: Optional[Callable],
+    opts: Options,
+    *,
+    target: Optional[str] = None,
+    progress=None,
+    golden_cases: Optional[Iterable] = None,
+    check_vectors: bool = True,
+) -> Report:
+    """Grade ``fn`` (or TARGET loaded in a child when opts.isolate) and return the Report.
+
+    golden_cases: grade these GoldenCase records instead of the committed vectors (tests,
+    experiments); the integrity check and the manifest then do not apply.
+    """
+    from conformance import environment
+    from conformance.isolation import make_invoker
+
+    opts = check_options(opts)
+    proto = protocols.get(opts.protocol)
+    if target is None and fn is not None:
+        from conformance.loader import target_of
+
+        target = target_of(fn)  # repro lines, and --isolate loads it in the child
+    if golden_cases is None:
+        if check_vectors:
+            check_integrity(opts.vectors_dir)
+        suite_version, digest = manifest_info(opts.vectors_dir)
+    else:
+        from reference.golden import store
+
+        golden_cases = list(golden_cases)
+        suite_version, digest = store.SUITE_VERSION, "unversioned (cases given in code)"
+    cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases)
+
+    report = Report(
+        suite_version=suite_version,
+        vectors_digest=digest,
+        protocol=opts.protocol,
+        target=target or _describe(fn),
+        environment=environment.collect(opts.device, opts.dtypes),
+        profile=opts.profile,
+    )
+    invoker = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
+    try:
+        if opts.isolate and hasattr(invoker, "start"):
+            invoker.start()  # load errors are UsageErrors: surface them before grading
+        plan, follows = None, "half"
+        if proto.has_layout:
+            detection = layout_mod.detect(invoker, proto, _templates(proto, cases), opts.dtypes[0], opts.device)
+            plan = layout_mod.plan(detection, opts.layout)
+            report.detected_layout = detection.detected
+            if opts.layout != "auto":
+                follows = opts.layout
+            elif detection.detected in layout_mod.LAYOUTS:
+                follows = detection.detected
+        dtypes = (None,) if proto.dtype_free else opts.dtypes
+        total = len(cases) * len(dtypes)
+        if progress is not None:
+            progress.start(total)
+        for case in cases:
+            spec = proto.spec(case)
+            skip_reason = plan.skip_reason.get(spec.layout) if plan else None
+            extra = plan.swapped.get(spec.layout) if plan else None
+            for dtype in dtypes:
+                if skip_reason:
+                    result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[skip_reason])
+                    result.repro = repro_snippet(case.id, result.dtype, opts, target)
+                else:
+                    result = grade_case(proto, case, spec, dtype, opts, invoker, target, extra)
+                report.cases.append(result)
+                if progress is not None:
+                    progress.advance(result)
+        if opts.identities:
+            report.identities = _blackbox(invoker, opts, follows, proto.dtype_free)
+    finally:
+        invoker.close()
+    if progress is not None:
+        progress.finish(report)
+    return report
+
+
+def _describe(fn) -> str:
+    from conformance.loader import describe
+
+    return describe(fn) if fn is not None else "?"
+
+
+def exit_code(report: Report) -> int:
+    """0 when everything graded passed (or was acceptable/skipped), 1 otherwise."""
+    return 1 if report.summary()["overall"] == "fail" else 0
+
+
+__all__ = [
+    "DEFAULT_DTYPES",
+    "IntegrityError",
+    "OptionError",
+    "Options",
+    "check_integrity",
+    "exit_code",
+    "grade_case",
+    "repro_snippet",
+    "run",
+    "select_cases",
+]

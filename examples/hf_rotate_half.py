@@ -1,0 +1,60 @@
+"""HF / GPT-NeoX style RoPE: float32 inv_freq and angles, cos/sin cast to x.dtype, rotate_half.
+
+This is how ``transformers`` (LlamaRotaryEmbedding + apply_rotary_pos_emb) and GPT-NeoX compute
+RoPE: theta_i = base ** (-2i / r) and the angles m * theta_i in float32, ``emb = cat(freqs,
+freqs)``, cos and sin cast to the model dtype, then ``x * cos + rotate_half(x) * sin`` where
+rotate_half(x) = cat(-x2, x1). Pairs are (j, j + r/2): the "half" layout. Partial rotary
+(GPT-NeoX ``rotary_pct``): only the first ``spec.rotary_dim`` features turn, the tail passes
+through. Scaling: none, "default", or "linear" (position interpolation, inv_freq / factor).
+
+Adapters: ``apply`` (rope.apply), ``cache`` (rope.cache), ``frequencies`` (rope.frequencies).
+"""
+
+import torch
+
+from conformance import Unsupported
+
+
+def frequencies(spec, seq_len):
+    """(inv_freq float32 [r/2], attention_factor) as HF's rope init functions return them."""
+    r = spec.rotary_dim
+    exponent = torch.arange(0, r, 2, dtype=torch.int64).float() / r
+    inv_freq = 1.0 / (spec.base ** exponent)
+    scaling = dict(spec.scaling or {})
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    if rope_type == "linear":
+        inv_freq = inv_freq / scaling["factor"]
+    elif rope_type != "default":
+        raise Unsupported(f"rope_type {rope_type!r} is not implemented by this example")
+    return inv_freq, 1.0
+
+
+def _angles(positions, spec):
+    inv_freq, attention_factor = frequencies(spec, spec.seq_len)
+    inv_freq = inv_freq.to(positions.device)
+    # float32 angles, as HF computes them with autocast disabled.
+    return positions[..., None].float() * inv_freq, attention_factor
+
+
+def cache(positions, spec):
+    """(cos, sin) float32 [batch, seq, r/2] in pair order."""
+    freqs, attention_factor = _angles(positions, spec)
+    return freqs.cos() * attention_factor, freqs.sin() * attention_factor
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply(x, positions, spec):
+    if spec.layout != "half":
+        raise Unsupported("rotate_half pairs (j, j + r/2): half layout only")
+    r = spec.rotary_dim
+    freqs, attention_factor = _angles(positions, spec)
+    emb = torch.cat((freqs, freqs), dim=-1)[:, :, None, :]  # broadcast over heads
+    cos = (emb.cos() * attention_factor).to(x.dtype)
+    sin = (emb.sin() * attention_factor).to(x.dtype)
+    x_rot, x_pass = x[..., :r], x[..., r:]
+    out = x_rot * cos + rotate_half(x_rot) * sin
+    return torch.cat((out, x_pass), dim=-1)

@@ -1,0 +1,145 @@
+"""`posref conform`: exit codes 0/1/2/3 and the report files it writes."""
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conformance.cli import main
+from test_conform_support import style_target
+
+SUBSET = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/decode-4095"
+
+
+def conform(*argv):
+    return main(["conform", *argv])
+
+
+def test_exit_0_when_everything_passes(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "220")  # a wide table: case ids on one line
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "rope.apply/llama2-d128/decode-4095" in out
+    assert "detected layout: half" in out
+
+
+def test_exit_1_when_a_case_fails(capsys):
+    code = conform(style_target("bf16_angles"), "--protocol", "rope.apply", "--cases", SUBSET)
+    assert code == 1
+    assert "fail" in capsys.readouterr().out.lower()
+
+
+def test_exit_1_when_the_adapter_raises(tmp_path, capsys):
+    target = tmp_path / "raising.py"
+    target.write_text("def fn(x, positions, spec):\n    raise ValueError('nope')\n")
+    assert conform(f"{target}:fn", "--protocol", "rope.apply", "--cases", SUBSET) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["surely_missing_module_xyz:fn", "--protocol", "rope.apply"], "cannot import module"),
+        (["missing_dir/adapter.py:fn", "--protocol", "rope.apply"], "no such file"),
+        (["conformance.loader:nothing_here", "--protocol", "rope.apply"], "has no attribute"),
+        (["conformance.loader:FORM", "--protocol", "rope.apply"], "not a callable"),
+        (["conformance.loader:load_target", "--protocol", "rope.nonsense"], "unknown protocol"),
+        (["conformance.loader:load_target", "--protocol", "rope.apply", "--cases", "zzz*"], "no rope.apply case"),
+    ],
+)
+def test_exit_2_with_one_line(argv, message, capsys):
+    assert conform(*argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_exit_2_for_a_bad_dtype(capsys):
+    with pytest.raises(SystemExit) as info:
+        conform("conformance.loader:load_target", "--protocol", "rope.apply", "--dtype", "int8")
+    assert info.value.code == 2
+
+
+def test_exit_2_for_cuda_without_gpu(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the check applies only without one")
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--device", "cuda")
+    assert code == 2
+    assert "cuda" in capsys.readouterr().err
+
+
+def _tampered_copy(tmp_path, monkeypatch):
+    from reference.golden import store
+
+    copy = tmp_path / "vectors"
+    shutil.copytree(store.vectors_dir(), copy)
+    monkeypatch.setenv("POSREF_VECTORS_DIR", str(copy))
+    return copy
+
+
+def test_exit_3_when_a_vector_file_changed(tmp_path, monkeypatch, capsys):
+    copy = _tampered_copy(tmp_path, monkeypatch)
+    # An untampered copy grades normally...
+    assert conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET) == 0
+    capsys.readouterr()
+    victim = copy / "rope.apply" / "llama2-d128.npz"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    # ...a changed byte stops the run before grading.
+    assert conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET) == 3
+    err = capsys.readouterr().err
+    assert "integrity" in err and "llama2-d128.npz" in err
+
+
+def test_exit_3_when_a_vector_file_is_missing(tmp_path, monkeypatch, capsys):
+    copy = _tampered_copy(tmp_path, monkeypatch)
+    (copy / "rope.cache" / "llama2-d128.json").unlink()
+    assert conform(style_target("hf_cache"), "--protocol", "rope.cache") == 3
+
+
+def test_report_files(tmp_path, capsys):
+    paths = {k: tmp_path / f"report.{k}" for k in ("json", "xml", "md", "png")}
+    code = conform(
+        style_target("bf16_angles"), "--protocol", "rope.apply", "--cases", SUBSET,
+        "--dtype", "float32", "--dtype", "bfloat16",
+        "--json", str(paths["json"]), "--junit", str(paths["xml"]),
+        "--markdown", str(paths["md"]), "--plot", str(paths["png"]),
+    )
+    assert code == 1
+    doc = json.loads(paths["json"].read_text())
+    for key in ("suite_version", "vectors_digest", "protocol", "target", "environment", "summary",
+                "detected_layout", "cases", "identities"):
+        assert key in doc
+    for key in ("python", "torch", "numpy", "numba", "device", "dtypes"):
+        assert key in doc["environment"]
+    assert doc["environment"]["dtypes"] == ["float32", "bfloat16"]
+    assert doc["vectors_digest"].startswith("sha256:")
+    assert doc["summary"]["overall"] == "fail"
+    assert len(doc["cases"]) == 4
+    for case in doc["cases"]:
+        for key in ("id", "dtype", "verdict", "max_abs_error", "budget_ratio", "worst_index", "diagnoses", "repro"):
+            assert key in case
+        assert case["repro"].startswith("posref conform ")
+    failing = [c for c in doc["cases"] if c["verdict"] == "fail"]
+    assert failing and all(c["budget_ratio"] > 1 for c in failing)
+    from conformance.reports import json_report
+
+    json_report.validate(doc)
+
+    suite = ET.parse(paths["xml"]).getroot()
+    names = " ".join(f"{t.get('classname')} {t.get('name')}" for t in suite.iter("testcase"))
+    assert names.count("rope.apply/llama2-d128/") >= 4  # one testcase per case and dtype
+    md = paths["md"].read_text()
+    assert doc["vectors_digest"].split(":")[1][:16] in md and "rope.apply/llama2-d128/decode-4095" in md
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_isolated_run_from_the_command_line(capsys):
+    code = conform(style_target("meta_complex"), "--protocol", "rope.apply", "--isolate", "--timeout", "60",
+                   "--cases", "rope.apply/llama2-d128-meta/prefill-8", "--dtype", "float16")
+    assert code == 0
+    assert "interleaved" in capsys.readouterr().out

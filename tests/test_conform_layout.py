@@ -1,0 +1,88 @@
+"""--layout auto detection and the layout-swapped failure of a declared layout."""
+
+import pytest
+
+from conformance import run_conformance
+from conformance.layout import Detection, plan
+from test_conform_support import (  # noqa: F401
+    by_id,
+    fixed_interleaved,
+    reference_adapter,
+    style,
+    swapped_layout,
+)
+
+SUBSET = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128-meta/prefill-8"
+HALF = "rope.apply/llama2-d128/prefill-8"
+INTER = "rope.apply/llama2-d128-meta/prefill-8"
+
+
+def run(fn, **kw):
+    kw.setdefault("dtypes", ("float32",))
+    return run_conformance(fn, "rope.apply", identities=False, cases=SUBSET, **kw)
+
+
+@pytest.mark.parametrize(
+    "fn, detected",
+    [
+        (reference_adapter, "both"),
+        (fixed_interleaved, "interleaved"),
+        (style("hf_rotate_half"), "half"),  # raises Unsupported for interleaved specs
+        (style("gptj_every_two"), "interleaved"),
+        (swapped_layout, "swapped"),
+    ],
+)
+def test_auto_detects_the_layout(fn, detected):
+    assert run(fn).detected_layout == detected
+
+
+def test_fixed_layout_grades_its_cases_and_skips_the_others():
+    report = run(fixed_interleaved)
+    results = by_id(report)
+    assert results[(INTER, "float32")].verdict == "pass"
+    skipped = results[(HALF, "float32")]
+    assert skipped.verdict == "skip"
+    assert "fixed to the interleaved layout" in skipped.notes[0]
+    assert report.summary()["overall"] == "pass"
+
+
+def test_spec_following_grades_both_layouts():
+    report = run(reference_adapter)
+    assert [c.verdict for c in report.cases] == ["pass", "pass"]
+
+
+def test_declared_layout_not_followed_fails_with_layout_swapped():
+    report = run(fixed_interleaved, layout="half")
+    results = by_id(report)
+    case = results[(HALF, "float32")]
+    assert case.verdict == "fail"
+    assert case.diagnoses[0].code == "layout-swapped"
+    assert "interleaved" in case.diagnoses[0].message
+    assert results[(INTER, "float32")].verdict == "skip"  # not the declared layout
+    assert report.summary()["overall"] == "fail"
+
+
+def test_declared_layout_that_is_followed_passes():
+    report = run(fixed_interleaved, layout="interleaved")
+    assert by_id(report)[(INTER, "float32")].verdict == "pass"
+    assert report.summary()["overall"] == "pass"
+
+
+def test_swapped_implementation_fails_every_case_with_layout_swapped():
+    report = run(swapped_layout)
+    for case in report.cases:
+        assert case.verdict == "fail"
+        assert "layout-swapped" in [d.code for d in case.diagnoses]
+
+
+def test_plan_for_undetermined_layout_grades_everything():
+    p = plan(Detection(follows={"half": None, "interleaved": None}, detected=None), "auto")
+    assert p.graded == ("half", "interleaved") and not p.skip_reason and not p.swapped
+
+
+def test_unsupported_layout_is_named_in_the_skip_reason():
+    report = run(style("hf_rotate_half"))
+    skipped = by_id(report)[(INTER, "float32")]
+    assert skipped.verdict == "skip"
+    assert "does not support the interleaved layout" in skipped.notes[0]
+    assert "rotate_half pairs" in skipped.notes[0]  # the adapter's own Unsupported message

@@ -1,0 +1,102 @@
+"""Shared helpers for the tests/test_conform_*.py files (no tests here).
+
+- STYLES: the calibration implementations of bench/rope_styles.py, loaded through the loader;
+- small inline adapters (a float64 reference adapter and deliberately broken ones).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from conformance import Unsupported
+from conformance.loader import load_target
+
+ROOT = Path(__file__).resolve().parent.parent
+STYLES_FILE = ROOT / "bench" / "rope_styles.py"
+
+
+def style(name: str):
+    return load_target(f"{STYLES_FILE}:{name}")
+
+
+def style_target(name: str) -> str:
+    return f"{STYLES_FILE}:{name}"
+
+
+def reference_adapter(x, positions, spec):
+    """Correct to float64 accuracy: the reference itself, rounded once to x's dtype."""
+    from reference import rope
+
+    out = rope.apply(
+        x.detach().to(torch.float64).numpy(),
+        positions.numpy(),
+        rotary_dim=spec.rotary_dim,
+        base=spec.base,
+        layout=spec.layout,
+        backend="numpy",
+    )
+    return torch.from_numpy(out).to(x.dtype)
+
+
+def fixed_interleaved(x, positions, spec):
+    """Ignores spec.layout: always pairs (2i, 2i+1) (Meta / GPT-J)."""
+    return style("meta_complex")(x, positions, spec)
+
+
+def swapped_layout(x, positions, spec):
+    """Applies the opposite of spec.layout."""
+    from dataclasses import replace
+
+    flipped = replace(spec, layout="interleaved" if spec.layout == "half" else "half")
+    return reference_adapter(x, positions, flipped)
+
+
+def unsupported_above_4096(x, positions, spec):
+    if int(positions.max()) > 4096:
+        raise Unsupported("positions above 4096")
+    return reference_adapter(x, positions, spec)
+
+
+def raises(x, positions, spec):
+    raise RuntimeError("kernel not built for this GPU")
+
+
+def returns_nan(x, positions, spec):
+    out = reference_adapter(x, positions, spec)
+    out[0, 0, 0, 0] = float("nan")
+    return out
+
+
+def returns_wrong_shape(x, positions, spec):
+    return reference_adapter(x, positions, spec)[..., : spec.head_dim // 2]
+
+
+def returns_float32(x, positions, spec):
+    return reference_adapter(x, positions, spec).float()
+
+
+def returns_list(x, positions, spec):
+    return reference_adapter(x, positions, spec).tolist()
+
+
+def mutates_input(x, positions, spec):
+    out = reference_adapter(x, positions, spec)
+    x.mul_(2)
+    return out
+
+
+def shifted_positions(x, positions, spec):
+    return reference_adapter(x, positions + 1, spec)
+
+
+def by_id(report):
+    """{(case id, dtype): CaseResult}."""
+    return {(c.id, c.dtype): c for c in report.cases}
+
+
+def worst(report, dtype=None):
+    vals = [c.budget_ratio for c in report.cases if c.verdict != "skip" and (dtype is None or c.dtype == dtype)]
+    return max(v if v is not None else np.inf for v in vals)

@@ -1,0 +1,67 @@
+"""--markdown: what a reviewer pastes: suite version, full digest, target, counts, citations."""
+
+from __future__ import annotations
+
+from conformance.reports import markdown
+from test_reports_common import DIGEST, passing_report, sample_report
+
+
+def _table_rows(text, header_start):
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_header_cites_version_digest_target_environment(tmp_path):
+    path = tmp_path / "review.md"
+    markdown.write(sample_report(), path)
+    text = path.read_text()
+    assert text.startswith("## posref conformance: rope.apply — FAIL")
+    assert "| Suite version | 0.1.0 |" in text
+    assert f"| Vectors digest | `{DIGEST}` |" in text  # the full digest, not an abbreviation
+    assert "`examples/rope_buggy.py:apply_offset`" in text
+    assert "torch 2.13.0+cpu" in text and "device cpu" in text
+    assert "| 2 | 1 | 2 | 1 | 1 | 1 |" in text  # pass acceptable fail error skip identities
+
+
+def test_failing_cases_table_and_citations():
+    text = markdown.render(sample_report())
+    rows = _table_rows(text, "| case |")
+    assert len(rows) == 3
+    assert rows[0].startswith("| `rope.apply/llama2-d128/decode-4095` | bfloat16 | fail | 812 |")
+    assert "position-offset: positions shifted by +1" in rows[0]
+    assert ("posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]: fail "
+            "(positions shifted by +1)") in text.splitlines()
+    assert ("posref 0.1.0 rope.apply/llama2-d128/left-pad [bfloat16]: error "
+            "(ZeroDivisionError: division by zero)") in text.splitlines()
+    assert "```python\nimport torch" in text  # the first failure's repro
+
+
+def test_table_cells_cannot_break_the_table():
+    r = sample_report()
+    rows = _table_rows(markdown.render(r), "| identity |")
+    assert len(rows) == 1
+    # the message holds "|", a NUL and a line break risk: the row keeps its 6 cells
+    cells = rows[0].replace("\\|", "").split("|")
+    assert len(cells) == 8 and "\x00" not in rows[0]
+
+
+def test_passing_report_says_so():
+    text = markdown.render(passing_report())
+    assert "— PASS" in text
+    assert "All 3 graded cases are within their error budgets." in text
+    assert "### Citations" not in text and "| case |" not in text
+    assert "<details><summary>Skipped cases (1)</summary>" in text
+
+
+def test_long_failure_lists_are_capped():
+    r = sample_report()
+    r.cases = [r.cases[2]] * 60
+    text = markdown.render(r, max_rows=10)
+    assert len(_table_rows(text, "| case |")) == 10
+    assert "…and 50 more (see the JSON report)." in text

@@ -1,0 +1,83 @@
+"""--plot: a PNG of error and budget against position, one colour per dtype."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conformance.reports import plot
+from conformance.results import CaseResult
+from test_reports_common import sample_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _size(png: bytes):
+    # width and height from the IHDR chunk
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_series_merges_per_position_and_dtype():
+    r = sample_report()
+    s = plot.series(r)
+    assert set(s) == {"float32", "bfloat16", "float16"}
+    f32 = s["float32"]
+    assert f32["pos"] == sorted(f32["pos"]) and 0 in f32["pos"] and 2**24 - 1 in f32["pos"]
+    b16 = s["bfloat16"]
+    assert 4095 in b16["pos"]
+    i = b16["pos"].index(4095)
+    assert b16["ratio"][i] == pytest.approx(812.5)
+    assert math.isnan(s["float16"]["err"][1]) and math.isinf(s["float16"]["ratio"][0])
+
+
+def test_series_takes_the_worst_at_a_shared_position():
+    r = sample_report(cases=[
+        CaseResult("rope.apply/a/x", "float32", "pass", curve=[[7, 1e-6, 1e-5], [8, 1e-6, 1e-5]]),
+        CaseResult("rope.apply/b/x", "float32", "fail", curve=[[7, 3e-5, 2e-5]]),
+    ])
+    s = plot.series(r)["float32"]
+    assert s["pos"] == [7, 8]
+    assert s["err"][0] == 3e-5 and s["budget"][0] == 2e-5
+    assert s["ratio"][0] == pytest.approx(1.5)  # per point, not max error / max budget
+
+
+def test_plot_writes_a_png(tmp_path):
+    path = tmp_path / "plot.png"
+    plot.write(sample_report(), path)
+    png = path.read_bytes()
+    assert png.startswith(PNG_MAGIC)
+    w, h = _size(png)
+    assert w >= 800 and h >= 600
+
+
+def test_empty_curves_give_a_no_data_png(tmp_path):
+    r = sample_report()
+    for c in r.cases:
+        c.curve = []
+    path = tmp_path / "empty.png"
+    plot.write(r, path)
+    png = path.read_bytes()
+    assert png.startswith(PNG_MAGIC)
+    assert _size(png)[1] < _size(plot.render(sample_report()))[1]  # the small "no data" figure
+    plot.write(sample_report(cases=[], identities=[]), tmp_path / "none.png")
+
+
+def test_all_zero_or_non_finite_points_do_not_break_the_axes(tmp_path):
+    r = sample_report(cases=[
+        CaseResult("rope.apply/a/x", "float64", "pass", curve=[[0, 0.0, 1e-16], [1, 0.0, 1e-16]]),
+        CaseResult("rope.apply/b/x", "float16", "fail", curve=[[3, math.nan, 1e-3]]),
+        CaseResult("rope.apply/c/x", "float32", "pass", curve=[[-2, 1e-7, 1e-6], [2, 1e-7, 1e-6]]),
+    ])
+    assert plot.render(r).startswith(PNG_MAGIC)
+    r.cases = [CaseResult("rope.apply/d/x", "float32", "pass", curve=[[-9, 1e-7, 1e-6]])]
+    assert plot.render(r).startswith(PNG_MAGIC)
+
+
+def test_plot_does_not_touch_pyplot_state():
+    import sys
+
+    plot.render(sample_report())
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:  # imported by someone else: we must not have left figures open
+        assert pyplot.get_fignums() == []
