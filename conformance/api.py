@@ -94,11 +94,15 @@ def assert_conforms(
     """Grade fn and raise AssertionError carrying the summary when a case or identity fails.
 
     Extra keyword options are those of run_conformance (profile, cases, device, ...). Returns
-    the Report when everything graded passed.
+    the Report when everything graded passed. A run that graded nothing (every case skipped)
+    fails too: a check that checked nothing must not look like a pass.
     """
     report = run_conformance(fn, protocol, layout=layout, dtypes=dtypes, **options)
-    if report.summary()["overall"] == "fail":
+    overall = report.summary()["overall"]
+    if overall == "fail":
         raise AssertionError(failure_summary(report))
+    if overall == "skip":
+        raise AssertionError("nothing was graded: every case was skipped\n" + failure_summary(report))
     return report
 
 

@@ -44,9 +44,7 @@ class CaseResult:
     notes: list = field(default_factory=list)  # list[str], e.g. "budget too wide to tell m from m+1"
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["diagnoses"] = [asdict(x) if isinstance(x, Diagnosis) else dict(x) for x in self.diagnoses]
-        return d
+        return asdict(self)  # recurses into the Diagnosis entries
 
 
 @dataclass
@@ -62,9 +60,7 @@ class IdentityResult:
     diagnoses: list = field(default_factory=list)
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["diagnoses"] = [asdict(x) if isinstance(x, Diagnosis) else dict(x) for x in self.diagnoses]
-        return d
+        return asdict(self)  # recurses into the Diagnosis entries
 
 
 @dataclass

@@ -363,8 +363,10 @@ def _describe(fn) -> str:
 
 
 def exit_code(report: Report) -> int:
-    """0 when everything graded passed (or was acceptable/skipped), 1 otherwise."""
-    return 1 if report.summary()["overall"] == "fail" else 0
+    """0 when everything graded passed (acceptable counts as passed), 1 when something failed or
+    errored, and 1 when nothing was graded at all (every case skipped): an empty check is not a
+    pass."""
+    return 0 if report.summary()["overall"] == "pass" else 1
 
 
 __all__ = [

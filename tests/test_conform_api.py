@@ -73,3 +73,31 @@ def test_closure_gets_a_python_repro():
     report = run_conformance(closure, "rope.apply", dtypes=("float32",), identities=False,
                              cases="rope.apply/llama2-d128-meta/prefill-8")
     assert report.cases[0].repro.startswith("from conformance import run_conformance")
+
+
+def _unsupported_everywhere(x, positions, spec):
+    from conformance import Unsupported
+
+    raise Unsupported("nothing implemented")
+
+
+def test_nothing_graded_is_not_a_pass():
+    with pytest.raises(AssertionError, match="nothing was graded"):
+        assert_conforms(_unsupported_everywhere, protocol="rope.apply", dtypes=("float32",),
+                        cases=CASES, identities=False)
+
+
+def test_nothing_graded_exits_1(tmp_path):
+    adapter = tmp_path / "adapter.py"
+    adapter.write_text(
+        "from conformance import Unsupported\n"
+        "def apply(x, positions, spec):\n"
+        "    raise Unsupported('nothing implemented')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "conform", f"{adapter}:apply",
+         "--protocol", "rope.apply", "--cases", CASES, "--dtype", "float32"],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "skipped" in run.stdout
