@@ -1,5 +1,6 @@
 """assert_conforms, run_conformance with a TARGET string, and the pytest plugin's fixture."""
 
+import json
 import subprocess
 import sys
 
@@ -101,3 +102,18 @@ def test_nothing_graded_exits_1(tmp_path):
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "skipped" in run.stdout
+
+
+def test_reports_of_a_non_finite_implementation_are_valid(tmp_path):
+    """NaN outputs at some positions: the per-position curve must still be a valid JSON report."""
+    from conformance.reports import json_report
+    from test_conform_support import ROOT
+
+    report = run_conformance(str(ROOT / "examples" / "buggy" / "non_finite.py") + ":apply", "rope.apply",
+                             dtypes=("float32",), cases="rope.apply/llama2-d128/around-2p16",
+                             identities=False)
+    (case,) = report.cases
+    assert case.verdict == "fail" and "non-finite" in [d.code for d in case.diagnoses]
+    assert any(point[1] == float("inf") for point in case.curve)
+    json_report.write(report, tmp_path / "r.json")  # validates against the schema or raises
+    assert json.loads((tmp_path / "r.json").read_text())["cases"][0]["verdict"] == "fail"

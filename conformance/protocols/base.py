@@ -209,7 +209,10 @@ def token_max(err: np.ndarray) -> np.ndarray:
 
 
 def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.ndarray) -> list:
-    """[[position, max_error, max_budget], ...] sorted by position (max over rows sharing it)."""
+    """[[position, max_error, max_budget], ...] sorted by position (max over rows sharing it).
+
+    A position whose outputs are all non-finite gets error inf: infinitely wrong, and still a
+    number for the JSON report and the plot (which marks it as such)."""
     pos = np.asarray(positions).reshape(-1)
     e = np.asarray(err_tok, dtype=np.float64).reshape(-1)
     b = np.asarray(bud_tok, dtype=np.float64).reshape(-1)
@@ -218,7 +221,7 @@ def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.n
         sel = pos == p
         ev = e[sel]
         ev = ev[np.isfinite(ev)]
-        curve.append([int(p), float(ev.max()) if ev.size else None, float(b[sel].max())])
+        curve.append([int(p), float(ev.max()) if ev.size else float("inf"), float(b[sel].max())])
     return curve
 
 
