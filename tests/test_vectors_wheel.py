@@ -44,8 +44,10 @@ def test_wheel_ships_the_vectors_and_verify_passes_when_installed(tmp_path):
     manifest = store.load_manifest()
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-    assert "vectors/MANIFEST.json" in names
-    assert {f"vectors/{rel}" for rel in manifest["files"]} <= names
+    shipped = "reference/golden/vectors/"
+    assert shipped + "MANIFEST.json" in names
+    assert {shipped + rel for rel in manifest["files"]} <= names
+    assert not any(n.startswith("vectors/") for n in names)  # no generic top-level name
     assert "reference/golden/schemas/vectors.schema.json" in names
 
     venv = tmp_path / "venv"

@@ -66,13 +66,16 @@ class GoldenCase:
 def vectors_dir() -> Path:
     """The directory holding MANIFEST.json.
 
-    Order: the ``POSREF_VECTORS_DIR`` environment variable; then ``vectors/`` next to the
-    ``reference`` package, which is the repository root in a source checkout or an editable
-    install, and site-packages in an installed wheel (pyproject ships the folder there).
+    Order: the ``POSREF_VECTORS_DIR`` environment variable; then ``vectors/`` inside this
+    package, where an installed wheel has it (setup.py copies it there); then the top-level
+    ``vectors/`` of a source checkout or editable install, next to the ``reference`` package.
     """
     override = os.environ.get(ENV_VAR)
     if override:
         return Path(override)
+    packaged = Path(__file__).resolve().parent / "vectors"
+    if (packaged / MANIFEST_NAME).is_file():
+        return packaged
     import reference
 
     return Path(reference.__file__).resolve().parent.parent / "vectors"
