@@ -177,5 +177,6 @@ def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
         """
     )
     msg = _run(script)
-    if msg != "gpu":
-        assert msg.startswith("backend:") and "\n" not in msg
+    if msg == "gpu":
+        pytest.skip("a CUDA GPU is present, so the backend does not refuse")
+    assert msg.startswith("backend:") and "\n" not in msg

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _compare_with_committed(out: Path, rels):
-    """Metadata byte-identical; inputs bit-identical; outputs within REDERIVE_BOUND."""
+    """Metadata byte-identical; inputs bit-identical; outputs within verify.REDERIVE_ULPS."""
     for rel in rels:
         if rel.endswith(".json"):
             assert (out / rel).read_bytes() == (COMMITTED / rel).read_bytes(), rel
@@ -81,6 +81,15 @@ def test_regenerate_unknown_family_is_a_usage_error(tmp_path, capsys):
     assert main(["vectors", "regenerate", "--family", "nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err
+
+
+def test_regenerate_into_an_unwritable_place_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "vectors"
+    assert main(["vectors", "regenerate", "--family", "rope.cache/worked-example",
+                 "--backend", "numpy", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("posref: error: --out: cannot write")
 
 
 @pytest.mark.cudasim

@@ -34,6 +34,14 @@ def _verify(capsys, root, *extra):
     return code, out.out + out.err
 
 
+def _assert_fails(capsys, root, *expected, args=()):
+    """``posref vectors verify --dir root *args`` exits 3 and prints every ``expected`` problem."""
+    code, out = _verify(capsys, root, *args)
+    assert code == 3, out
+    for problem in expected:
+        assert problem in out, out
+
+
 def _rehash(root):
     """Rewrite MANIFEST.json so hashes match the current files (a careful attacker)."""
     data = json.loads((root / "MANIFEST.json").read_text())
@@ -71,38 +79,28 @@ def test_changed_file(vectors_copy, capsys):
     blob = bytearray((vectors_copy / NPZ).read_bytes())
     blob[-20] ^= 0x01  # one bit in the last array's data
     (vectors_copy / NPZ).write_bytes(bytes(blob))
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{NPZ}: changed" in out
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: changed")
 
 
 def test_truncated_file(vectors_copy, capsys):
     blob = (vectors_copy / NPZ).read_bytes()
     (vectors_copy / NPZ).write_bytes(blob[: len(blob) // 2])
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{NPZ}: truncated" in out
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: truncated")
 
 
 def test_missing_file(vectors_copy, capsys):
     (vectors_copy / META).unlink()
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{META}: missing" in out
+    _assert_fails(capsys, vectors_copy, f"{META}: missing")
 
 
 def test_missing_manifest(vectors_copy, capsys):
     (vectors_copy / "MANIFEST.json").unlink()
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert "MANIFEST.json: missing" in out
+    _assert_fails(capsys, vectors_copy, "MANIFEST.json: missing")
 
 
 def test_unlisted_file(vectors_copy, capsys):
     (vectors_copy / "rope.apply" / "extra.npz").write_bytes(b"hello")
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert "rope.apply/extra.npz: not listed in MANIFEST.json" in out
+    _assert_fails(capsys, vectors_copy, "rope.apply/extra.npz: not listed in MANIFEST.json")
 
 
 @pytest.mark.parametrize("bad_path", ["../outside.json", "/etc/hostname", "rope.apply/../../outside.json",
@@ -112,9 +110,7 @@ def test_manifest_path_escaping_the_directory(vectors_copy, capsys, bad_path):
     outside.write_text("{}")
     digest = hashlib.sha256(outside.read_bytes()).hexdigest()
     _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(bad_path, {"sha256": digest, "bytes": 2}))
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{bad_path}: path escapes the vectors directory" in out
+    _assert_fails(capsys, vectors_copy, f"{bad_path}: path escapes the vectors directory")
 
 
 def test_symlink_escaping_the_directory(vectors_copy, capsys):
@@ -123,9 +119,7 @@ def test_symlink_escaping_the_directory(vectors_copy, capsys):
     (vectors_copy / "rope.apply" / "link.json").symlink_to(outside)
     _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(
         "rope.apply/link.json", {"sha256": hashlib.sha256(b"{}").hexdigest(), "bytes": 2}))
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert "rope.apply/link.json: path escapes the vectors directory" in out
+    _assert_fails(capsys, vectors_copy, "rope.apply/link.json: path escapes the vectors directory")
 
 
 def test_object_array_in_npz(vectors_copy, capsys):
@@ -135,26 +129,20 @@ def test_object_array_in_npz(vectors_copy, capsys):
     np.savez(buffer, **{**arrays, first: np.array([{"evil": 1}], dtype=object)})
     (vectors_copy / NPZ).write_bytes(buffer.getvalue())
     _rehash(vectors_copy)  # hashes agree: only the pickle check can catch it
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{NPZ}: object array or pickle refused" in out
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: object array or pickle refused")
 
 
 def test_raw_pickle_member_in_npz(vectors_copy, capsys):
     with zipfile.ZipFile(vectors_copy / NPZ, "a") as zf:
         zf.writestr("payload.pkl", pickle.dumps({"evil": 1}))
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{NPZ}: member 'payload.pkl' is not an .npy array" in out
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: member 'payload.pkl' is not an .npy array")
 
 
 def test_whole_file_pickle_instead_of_npz(vectors_copy, capsys):
     (vectors_copy / NPZ).write_bytes(pickle.dumps({"x": 1}))
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{NPZ}: not a valid .npz" in out
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: not a valid .npz")
 
 
 def test_schema_violation_in_metadata(vectors_copy, capsys):
@@ -162,9 +150,7 @@ def test_schema_violation_in_metadata(vectors_copy, capsys):
     meta["testGroups"][0]["tests"][0]["flags"].append("not a flag")
     (vectors_copy / META).write_text(json.dumps(meta))
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{META}: schema:" in out
+    _assert_fails(capsys, vectors_copy, f"{META}: schema:")
 
 
 def test_inconsistent_metadata(vectors_copy, capsys):
@@ -173,9 +159,7 @@ def test_inconsistent_metadata(vectors_copy, capsys):
     meta["testGroups"][0]["tests"][1]["id"] = meta["testGroups"][0]["tests"][0]["id"]
     (vectors_copy / META).write_text(json.dumps(meta))
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{META}: numberOfTests" in out and f"{META}: duplicate test ids" in out
+    _assert_fails(capsys, vectors_copy, f"{META}: numberOfTests", f"{META}: duplicate test ids")
 
 
 def test_wrong_shape_array(vectors_copy, capsys):
@@ -183,16 +167,12 @@ def test_wrong_shape_array(vectors_copy, capsys):
     arrays["decode-4095.expected"] = arrays["decode-4095.expected"][..., :64]
     npzio.write_npz(vectors_copy / NPZ, arrays)
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert "rope.apply/llama2-d128/decode-4095: expected has shape" in out
+    _assert_fails(capsys, vectors_copy, "rope.apply/llama2-d128/decode-4095: expected has shape")
 
 
 def test_digest_mismatch(vectors_copy, capsys):
     _edit_manifest(vectors_copy, lambda d: d.__setitem__("digest", "0" * 64))
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert "MANIFEST.json: digest does not match" in out
+    _assert_fails(capsys, vectors_copy, "MANIFEST.json: digest does not match")
 
 
 def test_rederive_catches_a_value_off_by_a_little(vectors_copy, capsys):
@@ -203,9 +183,9 @@ def test_rederive_catches_a_value_off_by_a_little(vectors_copy, capsys):
     npzio.write_npz(vectors_copy / NPZ, arrays)
     _rehash(vectors_copy)
     assert _verify(capsys, vectors_copy)[0] == 0  # hashes and schema are fine ...
-    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
-    assert code == 3  # ... but the values are not the reference's
-    assert f"{NPZ}: rope.apply/llama2-d128/decode-4095: expected differs" in out
+    # ... but the values are not the reference's
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: rope.apply/llama2-d128/decode-4095: expected differs",
+                  args=("--rederive", "--backend", "numpy"))
 
 
 def test_rederive_catches_changed_inputs(vectors_copy, capsys):
@@ -215,9 +195,8 @@ def test_rederive_catches_changed_inputs(vectors_copy, capsys):
     arrays["prefill-8.x"] = x
     npzio.write_npz(vectors_copy / NPZ, arrays)
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
-    assert code == 3
-    assert "prefill-8: input x differs from the catalog's seeded input" in out
+    _assert_fails(capsys, vectors_copy, "prefill-8: input x differs from the catalog's seeded input",
+                  args=("--rederive", "--backend", "numpy"))
 
 
 def test_verify_dir_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
@@ -256,6 +235,4 @@ def test_metadata_whose_npz_is_unlisted_and_absent(vectors_copy, capsys):
     (vectors_copy / NPZ).unlink()
     _edit_manifest(vectors_copy, lambda d: d["files"].pop(NPZ))
     _rehash(vectors_copy)
-    code, out = _verify(capsys, vectors_copy)
-    assert code == 3
-    assert f"{META}: its arrays file is not listed in MANIFEST.json" in out
+    _assert_fails(capsys, vectors_copy, f"{META}: its arrays file is not listed in MANIFEST.json")

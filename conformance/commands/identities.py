@@ -37,10 +37,10 @@ def add_parser(subparsers):
 def run(args) -> int:
     from reference import identities
 
-    known = identities.families()
-    if args.family is not None and args.family not in known:
-        raise UsageError(f"unknown family {args.family!r}; known families: {', '.join(known)}")
-    results = identities.run_identities(args.family)
+    try:
+        results = identities.run_identities(args.family)
+    except ValueError as exc:  # an unknown --family (checks that raise are graded, not raised)
+        raise UsageError(str(exc)) from None
     if args.json_file:
         write_json(results, args.json_file)
     print_table(results)

@@ -90,7 +90,11 @@ def run_regenerate(args) -> int:
         raise UsageError(f"--out: {args.out} exists and is not a directory")
     if args.backend == "cuda":
         _use_cuda_simulator_without_gpu()
-    generate.regenerate(args.out, family=args.family, backend=args.backend)
+    try:
+        generate.regenerate(args.out, family=args.family, backend=args.backend)
+    except OSError as exc:  # e.g. --out under a file, or a read-only vectors directory
+        where = exc.filename or args.out or "the vectors directory"
+        raise UsageError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
     return 0
 
 
@@ -166,8 +170,7 @@ def run_show(args) -> int:
         raise UsageError(f"unknown case id {args.case_id!r} (see: posref vectors list)") from None
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
-    suite = store.SUITE_VERSION
-    print(f"{case.id}   (posref suite {suite})")
+    print(f"{case.id}   (posref suite {store.SUITE_VERSION})")
     print(f"protocol: {case.protocol}")
     print("params:   " + ", ".join(f"{k}={v!r}" for k, v in case.params.items()))
     print("flags:    " + ", ".join(case.flags))

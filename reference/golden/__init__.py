@@ -19,7 +19,7 @@ Maintaining the set (``posref vectors ...``):
   means bumping ``store.SUITE_VERSION``;
 - regeneration is deterministic: the metadata is byte-identical, the arrays are bit-identical for
   the same backend (cpu, numpy and the CUDA simulator agreed bit for bit when measured) and within
-  ``verify``'s REDERIVE_BOUND across backends and platforms; the manifest digest changes only
+  ``verify.REDERIVE_ULPS`` across backends and platforms; the manifest digest changes only
   when a file's bytes do.
 
 Nothing here imports torch.

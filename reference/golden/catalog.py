@@ -414,7 +414,7 @@ def _apply_groups():
         prefill(), decode(2047, " The last position of GPT-J's 2048-token context."),
         row_offsets(), around(11), around(24),
     )))
-    groups.append(_head_dims_group("rope.apply", lambda: (prefill(), around(16))))
+    groups.append(_head_dims_group((prefill(), around(16))))
     return groups
 
 
@@ -424,22 +424,20 @@ HEAD_DIMS = {
     96: "head 96: 48 pairs, not a power of two (e.g. Phi-3-mini: hidden 3072 / 32 heads)",
     256: "head 256: 128 pairs (e.g. Gemma-7B)",
 }
+UNCOMMON_HEAD_DIMS = (80, 96, 256)  # flagged UncommonHeadDim
 
 
-def _head_dims_group(protocol, make_tests, layouts=("half", "interleaved")):
+def _head_dims_group(tests):
+    """rope.apply/head-dims: ``tests`` at every head size of HEAD_DIMS, in both layouts."""
     test_groups = []
     for d, why in HEAD_DIMS.items():
-        for layout in layouts:
-            tests = []
-            for t in make_tests():
-                flags = t.flags + (LAYOUT_FLAG[layout],)
-                if d in (80, 96, 256):
-                    flags += ("UncommonHeadDim",)
-                name = f"d{d}-{layout}-{t.name}" if len(layouts) > 1 else f"d{d}-{t.name}"
-                tests.append(replace(t, name=name, flags=flags,
-                                     comment=f"{why}, {layout} layout, base 10000. {t.comment}"))
-            test_groups.append(TestGroupSpec(rope_params(d, 1e4, layout), tuple(tests)))
-    return GroupSpec(protocol, "head-dims",
+        for layout, layout_flag in LAYOUT_FLAG.items():
+            flags = (layout_flag,) + (("UncommonHeadDim",) if d in UNCOMMON_HEAD_DIMS else ())
+            configured = tuple(replace(t, name=f"d{d}-{layout}-{t.name}", flags=t.flags + flags,
+                                       comment=f"{why}, {layout} layout, base 10000. {t.comment}")
+                               for t in tests)
+            test_groups.append(TestGroupSpec(rope_params(d, 1e4, layout), configured))
+    return GroupSpec("rope.apply", "head-dims",
                      "Full rotary at the head sizes in common use, in both layouts.",
                      tuple(test_groups))
 
@@ -491,7 +489,7 @@ def _frequency_groups():
             model["source"]),)))
     test_groups = []
     for d, why in HEAD_DIMS.items():
-        flags = ("UncommonHeadDim",) if d in (80, 96, 256) else ()
+        flags = ("UncommonHeadDim",) if d in UNCOMMON_HEAD_DIMS else ()
         test_groups.append(TestGroupSpec(rope_params(d, 1e4, "half"), (_frequency_test(
             f"d{d}", f"{why}: inv_freq for base 10000.", flags, 4096),)))
     groups.append(GroupSpec("rope.frequencies", "head-dims",

@@ -4,7 +4,7 @@ For each group of ``catalog``: build every test's inputs (seeded by the case id,
 compute the expected arrays with the chosen backend, and write ``<protocol>/<group>.json`` and
 ``<protocol>/<group>.npz``; then write MANIFEST.json. The metadata holds no timestamps, versions
 or backend, and the npz bytes are deterministic (``npzio``), so regenerating with the same backend
-gives byte-identical files; other backends agree within ``REDERIVE_BOUND`` (see ``verify``).
+gives byte-identical files; other backends agree within ``verify.REDERIVE_ULPS``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ def _positions(test: catalog.TestSpec) -> np.ndarray:
 
 
 def compute(protocol: str, params: dict, inputs: dict, backend: str) -> dict[str, np.ndarray]:
-    """The expected arrays of one case from its inputs (also used by ``verify --rederive``)."""
+    """The expected arrays of one case from its inputs (also used by ``verify --rederive``).
+
+    rope.apply: ``expected`` = reference.rope.apply(x, positions) [b, s, h, head_dim];
+    rope.cache: ``cos``, ``sin`` = reference.rope.cos_sin(positions) [b, s, r/2];
+    rope.frequencies: ``inv_freq`` [r/2] and ``attention_factor`` (0-d) from
+    reference.rope.frequencies. All float64.
+    """
     from reference import rope
 
     r, base = params["rotary_dim"], params["base"]
@@ -65,7 +71,9 @@ INPUT_ROLES = {
 }
 
 
-def _inputs(protocol: str, case_id: str, params: dict, test: catalog.TestSpec) -> dict:
+def case_inputs(protocol: str, case_id: str, params: dict, test: catalog.TestSpec) -> dict:
+    """The input arrays of one catalog case (``INPUT_ROLES``): positions int64 [b, s] from the
+    catalog and, for rope.apply, x [b, s, heads, head_dim] (fixed, or seeded by the case id)."""
     if protocol == "rope.frequencies":
         return {}
     positions = _positions(test)
@@ -93,10 +101,9 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
             tc_id += 1
             case_id = f"{group.key}/{test.name}"
             params = dict(tg.params)
-            inputs = _inputs(group.protocol, case_id, params, test)
-            if test.seq_len is not None:
-                seq_len = test.seq_len
-            else:
+            inputs = case_inputs(group.protocol, case_id, params, test)
+            seq_len = test.seq_len
+            if seq_len is None:
                 seq_len = int(inputs["positions"].max()) + 1
             params["seq_len"] = seq_len
             outputs = compute(group.protocol, params, inputs, backend)

@@ -19,10 +19,6 @@ MANIFEST_SCHEMA = "manifest.schema.json"
 DIGEST_RULE = "sha256 of the sorted lines '<path> <sha256>\\n' over every listed file"
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def set_digest(files: dict[str, str]) -> str:
     """Digest of a {path: sha256} mapping (see the module docstring)."""
     text = "".join(f"{path} {files[path]}\n" for path in sorted(files))

@@ -1,7 +1,7 @@
 """Read the golden vectors: where they are, the manifest, and one record per case.
 
-Layout of a vectors directory (``vectors/`` at the top of the repository; the wheel installs the
-same folder next to the ``reference`` package)::
+Layout of a vectors directory (``vectors/`` at the top of the repository; a wheel ships the same
+folder as ``reference/golden/vectors/``, see ``vectors_dir``)::
 
     MANIFEST.json                  suite version, generator versions, sha256 of every file, digest
     <protocol>/<group>.json        metadata of one case group (schema: schemas/vectors.schema.json)

@@ -13,10 +13,10 @@
 - an npz with an object array, a pickle or a non-.npy member (loaded with allow_pickle=False).
 
 ``rederive(directory, backend)`` recomputes every case's expected arrays with the reference and
-compares them with ``REDERIVE_BOUND``; inputs of catalog cases are also re-seeded and must match
-bit for bit.
+compares them within the rederive bound; inputs of catalog cases are also re-seeded and must
+match bit for bit.
 
-REDERIVE_BOUND (the documented bound): |recomputed - stored| <= 4 * 2^-52 * S per element, where
+The rederive bound (REDERIVE_ULPS = 4): |recomputed - stored| <= 4 * 2^-52 * S per element, where
 S is the largest |value| of the stored array (apply outputs, cos, sin: their error is relative to
 the pair's magnitude, not to each element) and S is the element's own |value| for ``inv_freq``
 (whose values span six decades). The reference's backends agree within about 1 ulp of cos/sin
@@ -258,7 +258,8 @@ def check(directory=None) -> list[Problem]:
 
 
 def compare(stored: np.ndarray, recomputed: np.ndarray, role: str) -> float:
-    """Largest |difference| in units of the REDERIVE_BOUND scale (pass when <= REDERIVE_ULPS)."""
+    """Largest |difference| in units of 2^-52 * S (see the module docstring); pass when it is
+    at most REDERIVE_ULPS."""
     stored = np.asarray(stored, dtype=np.float64)
     recomputed = np.asarray(recomputed, dtype=np.float64)
     if stored.shape != recomputed.shape:
@@ -275,7 +276,7 @@ def compare(stored: np.ndarray, recomputed: np.ndarray, role: str) -> float:
 
 
 def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Problem]:
-    """Recompute every case and compare with REDERIVE_BOUND (run ``check`` first)."""
+    """Recompute every case and compare within REDERIVE_ULPS (run ``check`` first)."""
     from reference.golden import catalog, generate
 
     catalog_tests = {}
@@ -289,7 +290,7 @@ def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Proble
         inputs = {r: case.arrays[r] for r in generate.INPUT_ROLES[case.protocol]}
         if case.id in catalog_tests:
             params, test = catalog_tests[case.id]
-            fresh = generate._inputs(case.protocol, case.id, dict(params), test)
+            fresh = generate.case_inputs(case.protocol, case.id, params, test)
             for role, value in fresh.items():
                 if not np.array_equal(value, inputs[role]):
                     problems.append(Problem(npz_rel, f"{case.id}: input {role} differs from the "

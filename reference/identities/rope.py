@@ -1,8 +1,9 @@
-"""RoPE identities (RoFormer, arXiv 2104.09864; FORMULAS.md section 2), checked on the reference.
+"""RoPE identities (RoFormer, arXiv 2104.09864, eqs. 15-16 and 34-37), checked on the reference.
 
 Every check draws its inputs from a generator seeded by the identity's id, so a run is
-reproducible, and measures its residual with the float64 reference (``reference.rope``, looked up
-at call time so that a replaced function is what gets checked).
+reproducible, and measures its residual with the float64 reference (``reference.rope`` and
+``reference.rope.decay``, whose functions are looked up as module attributes at call time, so
+that a replaced function is what gets checked).
 
 Error model behind the bounds (u = 2^-53, the float64 unit roundoff):
 
@@ -26,12 +27,15 @@ import zlib
 
 import numpy as np
 
+from reference import rope
 from reference.identities import register
+from reference.rope import LAYOUTS, decay
 
 U = 2.0 ** -53  # float64 unit roundoff
 
-# (head_dim, rotary_dim, base, layout): Llama-2, Llama-3, GPT-NeoX (25% partial, half),
-# GPT-J (rotary 64 of head 256, interleaved), Qwen (base 1e6, head 96).
+# (head_dim, rotary_dim, base, layout): Llama-2, Llama-3 (interleaved here, as in Meta's code),
+# GPT-NeoX (25% partial, half), GPT-J (rotary 64 of head 256, interleaved), and Qwen2's base 1e6
+# at head 96 (48 pairs, not a power of two).
 CONFIGS = (
     (128, 128, 1e4, "half"),
     (128, 128, 5e5, "interleaved"),
@@ -40,7 +44,6 @@ CONFIGS = (
     (96, 96, 1e6, "half"),
 )
 SMALL_DIMS = (2, 4, 8, 16)
-LAYOUTS = ("half", "interleaved")
 # Edges: 0, small, the float16 / float32 integer limits 2^11 and 2^24, and 2^16, 2^20.
 EDGE_POSITIONS = (0, 1, 2, 3, 7, 2**11 - 1, 2**11, 2**11 + 1, 2**16, 2**20 + 1,
                   2**24 - 1, 2**24, 2**24 + 1)
@@ -51,24 +54,12 @@ MAX_SHIFT = 2**20
 APPLY_BACKENDS = ("cpu", "numpy")
 
 
-def _rope():
-    from reference import rope
-
-    return rope
-
-
-def _decay():
-    from reference.rope import decay
-
-    return decay
-
-
 def _rng(name: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(name.encode()))
 
 
 def _positions(rng, count: int, high: int = MAX_POSITION) -> np.ndarray:
-    """The edge positions below ``high`` followed by ``count`` uniform draws in [0, high]."""
+    """The edge positions up to ``high`` followed by ``count`` uniform draws in [0, high]."""
     edges = [p for p in EDGE_POSITIONS if p <= high]
     return np.concatenate([edges, rng.integers(0, high, size=count, endpoint=True)]).astype(np.int64)
 
@@ -76,8 +67,8 @@ def _positions(rng, count: int, high: int = MAX_POSITION) -> np.ndarray:
 def _apply(x, positions, rotary_dim, base, layout, backend="cpu"):
     """reference.rope.apply on x [n, head_dim] at positions [n] (one token per row, one head)."""
     n, head_dim = x.shape
-    out = _rope().apply(x.reshape(1, n, 1, head_dim), np.asarray(positions, np.int64).reshape(1, n),
-                        rotary_dim=rotary_dim, base=base, layout=layout, backend=backend)
+    out = rope.apply(x.reshape(1, n, 1, head_dim), np.asarray(positions, np.int64).reshape(1, n),
+                     rotary_dim=rotary_dim, base=base, layout=layout, backend=backend)
     return np.asarray(out, dtype=np.float64).reshape(n, head_dim)
 
 
@@ -104,7 +95,7 @@ def _matrices():
     for d in SMALL_DIMS:
         for layout in LAYOUTS:
             for m in _positions(rng, 8):
-                yield layout, d, int(m), _rope().rotation_matrix(int(m), d, 1e4, layout=layout)
+                yield layout, d, int(m), rope.rotation_matrix(int(m), d, 1e4, layout=layout)
 
 
 @register(id="rope.orthogonality", bound=8 * U,
@@ -151,7 +142,7 @@ def identity_at_zero() -> float:
     worst = 0.0
     for d in SMALL_DIMS + (128,):
         for layout in LAYOUTS:
-            worst = max(worst, float(np.max(np.abs(_rope().rotation_matrix(0, d, 1e4, layout=layout) - np.eye(d)))))
+            worst = max(worst, float(np.max(np.abs(rope.rotation_matrix(0, d, 1e4, layout=layout) - np.eye(d)))))
     for head_dim, rotary_dim, base, layout in CONFIGS:
         x = rng.standard_normal((16, head_dim))
         x[0, :] = -0.0
@@ -186,7 +177,7 @@ def inverse() -> float:
     """
     worst = 0.0
     for layout, d, m, R in _matrices():
-        R_neg = _rope().rotation_matrix(-m, d, 1e4, layout=layout)
+        R_neg = rope.rotation_matrix(-m, d, 1e4, layout=layout)
         worst = max(worst, float(np.max(np.abs(R_neg - R.T))))
     return worst
 
@@ -207,7 +198,7 @@ def composition() -> float:
             ms = _positions(rng, 6, high=2**23)
             ns = rng.permutation(_positions(rng, 6, high=2**23))
             for m, n in zip(ms.tolist(), ns.tolist()):
-                R = _rope().rotation_matrix
+                R = rope.rotation_matrix
                 lhs = R(m, d, 1e4, layout=layout) @ R(n, d, 1e4, layout=layout)
                 worst = max(worst, float(np.max(np.abs(lhs - R(m + n, d, 1e4, layout=layout)))))
     return worst
@@ -228,7 +219,7 @@ def matrix_form() -> float:
         for layout in LAYOUTS:
             ms = _positions(rng, 8)
             x = rng.standard_normal((ms.size, d))
-            dense = np.stack([_rope().rotation_matrix(int(m), d, 1e4, layout=layout) @ row
+            dense = np.stack([rope.rotation_matrix(int(m), d, 1e4, layout=layout) @ row
                               for m, row in zip(ms, x)])
             for backend in APPLY_BACKENDS:
                 out = _apply(x, ms, d, 1e4, layout, backend)
@@ -302,11 +293,10 @@ def layout_equivalence() -> float:
 
     Bound 0: the permutation only reorders the pairs' storage. Both layouts compute every output
     element from the same two inputs and the same cos, sin with the same product-sum, so IEEE
-    arithmetic gives identical bits (FORMULAS.md section 2: "exact 0.0"). The check also pins
-    layout_permutation to the formula above and leaves a partial-rotary tail in place.
+    arithmetic gives identical bits. The check also pins layout_permutation to the formula above
+    and leaves a partial-rotary tail in place.
     """
     rng = _rng("rope.layout-equivalence")
-    rope = _rope()
     worst = 0.0
     for (head_dim, rotary_dim, base, _), backend in itertools.product(CONFIGS, APPLY_BACKENDS):
         perm = np.asarray(rope.layout_permutation(rotary_dim))
@@ -332,7 +322,6 @@ def complex_form() -> float:
     (b) both are within 3u per component of e^{i m theta}, so at most 6 sqrt(2) u ~ 8.5u apart.
     """
     rng = _rng("rope.complex-form")
-    rope = _rope()
     worst = 0.0
     for head_dim, rotary_dim, base, _ in CONFIGS:
         ms = _positions(rng, 64)
@@ -359,7 +348,6 @@ def partial_rotary_tail() -> float:
     subnormals) must survive exactly. A NaN in the rotated part must not leak into the tail.
     """
     rng = _rng("rope.partial-rotary-tail")
-    rope = _rope()
     worst = 0.0
     shapes = ((64, 16), (256, 64), (80, 64), (8, 2))
     for (head_dim, rotary_dim), layout, dtype, backend in itertools.product(
@@ -396,7 +384,7 @@ def _decay_inputs(name: str, rotary_dim: int, base: float):
     h = rng.standard_normal((distance.size, 4, half)) + 1j * rng.standard_normal((distance.size, 4, half))
     q = rng.standard_normal((distance.size, 2, rotary_dim))
     k = rng.standard_normal((distance.size, 2, rotary_dim))
-    h[:, 2:] = _decay().score_coefficients(q, k)
+    h[:, 2:] = decay.score_coefficients(q, k)
     h[:, 3] *= np.linspace(1.0, 0.0, half, endpoint=False)  # decreasing envelope: tighter bound
     return distance[:, None], h
 
@@ -416,7 +404,6 @@ def abel_summation() -> float:
     ((r/2 + 3)u sum_i |h_i|). On the right, S_j sums j unit phases: |dS_j| <= (j + 1) j u, and
     |S_j| <= j, so the sum of S_j (h_{j} - h_{j-1}) errs by at most (r + 4)u sum_j j |h_j - h_{j-1}|.
     """
-    decay = _decay()
     worst = 0.0
     for rotary_dim, base in DECAY_CONFIGS:
         distance, h = _decay_inputs("rope.abel-summation", rotary_dim, base)
@@ -436,7 +423,6 @@ def long_term_decay_bound() -> float:
     Bound (r + 4)u, r = 128: as for rope.abel-summation, each side is computed within that
     tolerance of its exact value, and the exact values satisfy lhs <= bound.
     """
-    decay = _decay()
     rng = _rng("rope.long-term-decay-bound")
     worst = 0.0
     for rotary_dim, base in DECAY_CONFIGS:
@@ -466,7 +452,6 @@ def complex_score() -> float:
     phase sum has r/2 complex products h_i e_i, each within about 5u |q~_i| |k~_i|, summed by
     numpy with at most (r/2)u growth, so (r/2 + 5)u sum_i |q~_i| |k~_i| <= (r/2 + 5)u |q| |k|.
     """
-    decay = _decay()
     rng = _rng("rope.complex-score")
     worst = 0.0
     for rotary_dim, base in DECAY_CONFIGS:
@@ -507,7 +492,6 @@ def decay_curve() -> float:
     at most 3ju + u sum_{k<=j} |S_k| <= (3j + j(j+1)/2)u; averaging over j and dividing by the
     mean of j gives 3 + (d/2 + 2)/3, plus 2u for |.| and the mean.
     """
-    decay = _decay()
     worst = 0.0
     for rotary_dim, base in DECAY_CONFIGS:
         values = decay.relative_upper_bound(np.array(CURVE_DISTANCES), rotary_dim, base)

@@ -34,6 +34,8 @@ def sample_positions(rng, count, max_position):
 
 
 def sample_configs(rng, count, max_dim=256):
+    """``count`` (rotary_dim, base) pairs: rotary_dim even in [2, max_dim], base log-uniform in
+    [1e4, 1e6]."""
     dims = 2 * rng.integers(1, max_dim // 2 + 1, size=count)
     bases = np.exp(rng.uniform(math.log(1e4), math.log(1e6), size=count))
     return [(int(d), float(b)) for d, b in zip(dims, bases)]

@@ -54,15 +54,7 @@ def cos_sin(positions, rotary_dim, base=10000.0, *, backend="cpu"):
     if backend == "numpy":
         return numpy_twin.cos_sin(m, r, b)
     hi, lo = inv_freq_dd(r, b)
-    flat = np.ascontiguousarray(m.reshape(-1))
-    if backend == "cpu":
-        from . import cpu_kernels
-
-        c, s = cpu_kernels.cos_sin(flat, hi, lo)
-    else:
-        from . import cuda_kernels
-
-        c, s = cuda_kernels.cos_sin(flat, hi, lo)
+    c, s = _kernels(backend).cos_sin(m.reshape(-1), hi, lo)
     return c.reshape(m.shape + (r // 2,)), s.reshape(m.shape + (r // 2,))
 
 
@@ -83,12 +75,16 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend
         c, s = numpy_twin.cos_sin(m, r, b)
         return _rotate_in_place(out, c, s, r, layout)
     hi, lo = inv_freq_dd(r, b)
-    code = 0 if layout == "half" else 1
+    return _kernels(backend).apply(out, m, hi, lo, 0 if layout == "half" else 1)
+
+
+def _kernels(backend):
+    """The kernel module of a Numba backend, imported on first use (so importing reference.rope
+    compiles nothing and never imports numba.cuda)."""
     if backend == "cpu":
         from . import cpu_kernels
 
-        cpu_kernels.apply_inplace(out, m, hi, lo, code)
-        return out
+        return cpu_kernels
     from . import cuda_kernels
 
-    return cuda_kernels.apply(out, m, hi, lo, code)
+    return cuda_kernels

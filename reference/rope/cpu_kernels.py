@@ -3,8 +3,8 @@
 Each kernel takes contiguous float64/int64 arrays only, so it compiles for one signature
 (cached on disk: cache=True, keyed also on ddmath.py's source digest).
 The angle math is ddmath.py compiled with numba.njit; see its docstring for the algorithm.
-``apply_inplace`` works on a float64 copy of x made by the caller: pairs are overwritten in
-place and the tail past rotary_dim is never touched, so it stays bit-identical.
+``apply`` works on a float64 copy of x made by the caller: pairs are overwritten in place and
+the tail past rotary_dim is never touched, so it stays bit-identical.
 """
 
 import hashlib
@@ -108,8 +108,8 @@ def cos_sin(positions, theta_hi, theta_lo):
     return c, s
 
 
-def apply_inplace(y, positions, theta_hi, theta_lo, layout):
-    """Host wrapper: rotate y (float64 C-contiguous [b, s, h, d]) in place."""
+def apply(y, positions, theta_hi, theta_lo, layout):
+    """Host wrapper: rotate y (float64 C-contiguous [b, s, h, d]) in place; returns y."""
     if y.size == 0:
         return y
     apply_kernel(

@@ -12,10 +12,9 @@ so tests can compile each one to PTX for sm_80 and sm_90 with numba.cuda.compile
 
 import numpy as np
 from numba import config, cuda, float64, int64
+from numba.cuda import libdevice
 
 from . import ddmath
-
-from numba.cuda import libdevice  # noqa: E402  (after the config import, by design)
 
 # The simulator runs kernels as Python, where libdevice stubs have no body: plain products
 # there, FMA-proof dmul_rn on the device.

@@ -1,6 +1,6 @@
 """RoFormer long-term decay: the Abel-summation bound on a RoPE score and its relative curve.
 
-Source: Su et al., RoFormer, arXiv 2104.09864, section 3.4.3, eqs. 35-37 (FORMULAS.md section 2).
+Source: Su et al., RoFormer, arXiv 2104.09864, section 3.4.3, eqs. 35-37.
 With interleaved pairs read as complex numbers q~_i = q_{2i} + i q_{2i+1} (likewise k~), the
 rotated score is (eq. 35)
 
@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from reference import rope  # rope.cos_sin is looked up at call time, so a replaced one is used
+from reference.rope._validate import check_rotary_dim
+
 __all__ = [
     "phases",
     "partial_sums",
@@ -45,22 +48,14 @@ def _distances(distance) -> np.ndarray:
     return d.astype(np.int64)
 
 
-def _check_rotary_dim(rotary_dim) -> int:
-    if isinstance(rotary_dim, bool) or int(rotary_dim) != rotary_dim or rotary_dim < 2 or rotary_dim % 2:
-        raise ValueError(f"rotary_dim: must be a positive even integer, got {rotary_dim!r}")
-    return int(rotary_dim)
-
-
 def phases(distance, rotary_dim=128, base=10000.0) -> np.ndarray:
     """e^{i (m-n) theta_i} for i = 0..r/2-1: complex128 ``[*distance.shape, r/2]``.
 
     theta_i = base^(-2i/r) (RoFormer eq. 15, 0-based). Computed as cos + i sin of |m - n| theta_i
     with ``reference.rope.cos_sin`` (accurate to about 1 ulp), conjugated where m - n < 0.
     """
-    from reference import rope  # late import: reference.rope may import this module
-
     d = _distances(distance)
-    r = _check_rotary_dim(rotary_dim)
+    r = check_rotary_dim(rotary_dim)
     flat = d.reshape(-1)  # cos_sin is given 1-D positions; the shape is restored below
     cos, sin = rope.cos_sin(np.abs(flat), r, base)
     sin = np.where(flat[:, None] < 0, -sin, sin)
@@ -89,11 +84,13 @@ def score_coefficients(q, k) -> np.ndarray:
     return qc * np.conj(kc)
 
 
-def _coefficients(h, rotary_dim) -> np.ndarray:
+def _coefficients(h, rotary_dim) -> tuple[np.ndarray, int]:
+    """(h as complex128 [..., r/2], r) after checking rotary_dim and h's last dimension."""
+    r = check_rotary_dim(rotary_dim)
     h = np.asarray(h, dtype=np.complex128)
-    if h.shape[-1:] != (rotary_dim // 2,):
-        raise ValueError(f"h: last dimension must be rotary_dim // 2 = {rotary_dim // 2}, got {h.shape}")
-    return h
+    if h.shape[-1:] != (r // 2,):
+        raise ValueError(f"h: last dimension must be rotary_dim // 2 = {r // 2}, got {h.shape}")
+    return h, r
 
 
 def _differences(h) -> np.ndarray:
@@ -106,22 +103,19 @@ def phase_sum(h, distance, rotary_dim=128, base=10000.0) -> np.ndarray:
 
     Its real part is the RoPE score <R_m q, R_n k> when h = score_coefficients(q, k) (eq. 35).
     """
-    r = _check_rotary_dim(rotary_dim)
-    h = _coefficients(h, r)
+    h, r = _coefficients(h, rotary_dim)
     return np.sum(h * phases(distance, r, base), axis=-1)
 
 
 def abel_sum(h, distance, rotary_dim=128, base=10000.0) -> np.ndarray:
     """-sum_{i=0}^{r/2-1} S_{i+1} (h_{i+1} - h_i), h_{r/2} = 0: Abel's form of phase_sum (eq. 36)."""
-    r = _check_rotary_dim(rotary_dim)
-    h = _coefficients(h, r)
+    h, r = _coefficients(h, rotary_dim)
     return -np.sum(partial_sums(distance, r, base) * _differences(h), axis=-1)
 
 
 def abel_bound(h, distance, rotary_dim=128, base=10000.0) -> np.ndarray:
     """(max_i |h_{i+1} - h_i|) * sum_{j=1}^{r/2} |S_j| (eq. 37): float64, bounds |phase_sum|."""
-    r = _check_rotary_dim(rotary_dim)
-    h = _coefficients(h, r)
+    h, r = _coefficients(h, rotary_dim)
     largest_step = np.max(np.abs(_differences(h)), axis=-1)
     return largest_step * np.sum(np.abs(partial_sums(distance, r, base)), axis=-1)
 

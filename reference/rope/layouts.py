@@ -1,9 +1,10 @@
 """Pair layouts and the NumPy rotation of pairs by given cos/sin tables.
 
-Source: FORMULAS.md section 2 "Pair layouts".
-- "half" (GPT-NeoX, HF Llama/Qwen rotate_half): pair j is (x[j], x[j + r/2]), j = 0..r/2-1.
-- "interleaved" (RoFormer eq. 34, GPT-J rotate_every_two, Meta complex form): pair i is
-  (x[2i], x[2i+1]).
+Sources:
+- "half" (GPT-NeoX, HF Llama/Qwen rotate_half; EleutherAI/gpt-neox
+  megatron/model/positional_embeddings.py @007003aa): pair j is (x[j], x[j + r/2]), j = 0..r/2-1.
+- "interleaved" (RoFormer eq. 34; GPT-J rotate_every_two, kingoflolz/mesh-transformer-jax
+  mesh_transformer/layers.py @02850c46; Meta's complex form): pair i is (x[2i], x[2i+1]).
 Both turn pair i by +m theta_i: (a, b) -> (a cos - b sin, a sin + b cos) (RoFormer eq. 15).
 The fixed permutation perm = [0, 2, ..., r-2, 1, 3, ..., r-1] maps one onto the other:
 half = interleaved[perm], and RoPE_half(x[perm]) = RoPE_interleaved(x)[perm].

@@ -7,7 +7,7 @@ sit on the index pairs (i, i + r/2) instead of (2i, 2i+1), so that apply(x) = R 
 
 import numpy as np
 
-from ._validate import check_base, check_layout, check_rotary_dim
+from ._validate import MAX_ABS_POSITION, check_base, check_layout, check_rotary_dim
 from .layouts import pair_indices
 from .numpy_twin import cos_sin as _cos_sin
 
@@ -16,6 +16,8 @@ def rotation_matrix(position, rotary_dim, base=10000.0, layout="half"):
     """R_m as float64 [r, r] with rotate(x)[..., :r] = R_m @ x[..., :r] (position: an int)."""
     if isinstance(position, (bool, np.bool_)) or not isinstance(position, (int, np.integer)):
         raise ValueError(f"position: must be an integer, got {position!r}")
+    if abs(int(position)) > MAX_ABS_POSITION:
+        raise ValueError("position: |position| above 2**53 is not supported")
     r = check_rotary_dim(rotary_dim)
     layout = check_layout(layout)
     c, s = _cos_sin(np.array(int(position), dtype=np.int64), r, check_base(base))

@@ -68,24 +68,23 @@ def ulp(value):
 
 def ulp_error(computed, exact):
     """|computed - exact| / ulp(exact), elementwise, for float64 array vs nested mpf lists."""
+    return _scaled_error(computed, exact, ulp)
+
+
+def abs_error(computed, exact):
+    """|computed - exact| elementwise as float64, for float64 array vs nested mpf lists."""
+    return _scaled_error(computed, exact, lambda e: 1.0)
+
+
+def _scaled_error(computed, exact, scale):
+    """|computed - exact| / scale(exact) elementwise, the difference taken at PREC_BITS."""
     comp = np.asarray(computed, dtype=np.float64)
     ex = np.asarray(exact, dtype=object).reshape(comp.shape)
     err = np.empty(comp.shape, dtype=np.float64)
     with mpmath.workprec(PREC_BITS):
         for idx in np.ndindex(comp.shape):
             e = ex[idx]
-            err[idx] = float(abs(mpmath.mpf(float(comp[idx])) - e)) / ulp(e)
-    return err
-
-
-def abs_error(computed, exact):
-    """|computed - exact| elementwise as float64, for float64 array vs nested mpf lists."""
-    comp = np.asarray(computed, dtype=np.float64)
-    ex = np.asarray(exact, dtype=object).reshape(comp.shape)
-    err = np.empty(comp.shape, dtype=np.float64)
-    with mpmath.workprec(PREC_BITS):
-        for idx in np.ndindex(comp.shape):
-            err[idx] = float(abs(mpmath.mpf(float(comp[idx])) - ex[idx]))
+            err[idx] = float(abs(mpmath.mpf(float(comp[idx])) - e)) / scale(e)
     return err
 
 

@@ -1,7 +1,8 @@
 """RoPE frequencies theta_i = base**(-2i/r), i = 0..r/2-1, computed once in high precision.
 
-Source: Su et al., RoFormer (arXiv 2104.09864) section 3.3, theta_i = 10000**(-2i/d) (0-based);
-FORMULAS.md section 2. ``rotary_dim`` r plays the role of d (GPT-NeoX / GPT-J partial rotary).
+Source: Su et al., RoFormer (arXiv 2104.09864) section 3.3, theta_i = 10000**(-2i/d) (0-based;
+eq. 15 writes the same set 1-based). ``rotary_dim`` r plays the role of d (GPT-NeoX / GPT-J
+partial rotary).
 
 The values are evaluated with mpmath at 256 bits from the float64 ``base`` taken exactly, then
 rounded: ``inv_freq`` is correctly rounded, ``inv_freq_dd`` is the double-double (hi, lo) with
