@@ -117,7 +117,9 @@ class _Session:
             try:
                 result.out64 = value.detach().to("cpu", torch.float64).numpy()
             except (RuntimeError, TypeError) as exc:
-                result.problem = f"the output could not be read as numbers ({exc})"
+                from conformance.isolation import error_line
+
+                result.problem = f"the output could not be read as numbers ({error_line(exc)})"
         else:
             result.problem = f"returned {type(value).__name__}, not a tensor"
         return result
@@ -511,8 +513,8 @@ def _frequency_checks(invoker, protocol, dtype, device, layout) -> list:
         else:
             inv = np.asarray(v[0], dtype=np.float64)
         try:
-            af = float(v[1])
-        except (TypeError, ValueError):
+            af = math.nan if isinstance(v[1], (str, bytes, bytearray)) else float(v[1])
+        except (TypeError, ValueError, OverflowError):
             af = math.nan
         return call, inv, af
 

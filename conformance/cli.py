@@ -48,7 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerant_streams() -> None:
+    """Escape what the terminal's encoding cannot show (an adapter's "\u2603" message on an ASCII
+    or cp1252 console) instead of dying with UnicodeEncodeError halfway through the table."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # replaced or detached streams: leave them
+            pass
+
+
 def main(argv=None) -> int:
+    _tolerant_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -86,8 +86,17 @@ class IsolationError(UsageError):
     """The isolated process could not be started or could not load the target (exit code 2)."""
 
 
+def printable(text: str) -> str:
+    """text with every non-printable character escaped (\\x1b, \\x00, a lone surrogate \\udcff):
+    a message from user code must not drive the terminal, break XML, or fail to encode as UTF-8
+    when a report is written."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def error_line(exc: BaseException) -> str:
-    """One line naming the exception: "TypeName: first line of its message"."""
+    """One line naming the exception: "TypeName: first line of its message" (printable)."""
     try:
         text = str(exc).strip()
     except Exception:  # a broken __str__ must not hide the failure itself
@@ -96,7 +105,7 @@ def error_line(exc: BaseException) -> str:
     if len(first) > _MAX_ERROR_CHARS:
         first = first[: _MAX_ERROR_CHARS - 3] + "..."
     name = type(exc).__name__
-    return f"{name}: {first}" if first else name
+    return printable(f"{name}: {first}" if first else name)
 
 
 def _outcome_from_exception(exc: BaseException) -> Outcome:
@@ -248,12 +257,9 @@ class _Server:
         if pid is None:
             return None
         if pid == self.proc.pid:  # the server serves the calls itself (see _fork_unsafe)
-            if kill:
-                return self.kill()
-            try:
-                return self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return self.kill()
+            if not kill:
+                _wait_exited(pid, timeout)
+            return self.kill()  # reaps it, and kills what it left in its group
         deadline = time.monotonic() + timeout
         try:
             if kill:
@@ -281,7 +287,10 @@ class _Server:
             except OSError:
                 pass
             self.pending = None
-        if self.proc.poll() is None:
+        if self.proc.returncode is None:
+            # Not reaped yet (perhaps a zombie): its pid is still ours, and so is the group id.
+            # Kill the group even when the server has exited already: what the adapter started
+            # (subprocesses, daemons) lives on in the group after the server and worker are gone.
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
@@ -300,13 +309,44 @@ class _Server:
 
     def stop(self) -> None:
         """Ask the server to exit (it kills and reaps its worker), then make sure it has."""
-        if self.proc.poll() is None:
+        if self.proc.returncode is None:
             try:
                 self.send("exit")
-                self.proc.wait(timeout=2)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
+                if self.data is not None and self.worker_pid == self.proc.pid:
+                    self.data.close()  # a server that serves the calls itself exits on EOF
+                    self.data = None
+                _wait_exited(self.proc.pid, 2.0)  # without reaping it: kill() needs the group id
+            except (OSError, ValueError):
                 pass
         self.kill()
+
+
+def _wait_exited(pid: int, timeout: float) -> None:
+    """Wait until our child ``pid`` has exited, leaving it unreaped (a zombie keeps its pid)."""
+    if not hasattr(os, "waitid"):  # kill() then takes the group down without waiting
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:  # already reaped
+            return
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
+
+
+def _has_exited(proc: subprocess.Popen) -> bool:
+    """Whether our child has exited, without reaping it (unlike Popen.poll)."""
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _wait_gone(pid: int, timeout: float = 2.0) -> None:
@@ -441,7 +481,7 @@ class IsolatedInvoker(Invoker):
             raise ValueError("this invoker has been closed")
         for attempt in range(2):
             server = self._state.server
-            if server is None or server.proc.poll() is not None:
+            if server is None or _has_exited(server.proc):
                 self._state.drop_server()
                 try:
                     server = self._spawn()
@@ -504,7 +544,8 @@ class IsolatedInvoker(Invoker):
         except (EOFError, OSError):
             status = server.kill()
             raise IsolationError(
-                f"the isolated process died while loading {what}: {_describe_exit(status)}"
+                f"the isolated process died while loading {what}: "
+                + _describe_exit(status).replace(" during the call", "")
             ) from None
         if reply[0] != "ready":
             server.kill()

@@ -18,6 +18,7 @@ detected layout (reported as ``detected_layout``):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -67,7 +68,7 @@ def detect(invoker, protocol, templates: dict, dtype: str, device: str) -> Detec
     for layout in LAYOUTS:
         spec = replace(templates[layout], layout=layout)
         x, pos = probe_arrays(spec.head_dim)
-        prepared = protocol.prepare_arrays(x, pos, spec, dtype, device)
+        prepared = protocol.prepare_arrays(x, pos, copy.deepcopy(spec), dtype, device)
         outcome = invoker.call(*prepared.args)
         if not outcome.ok:
             det.follows[layout] = None

@@ -38,8 +38,9 @@ def _is_path(where: str) -> bool:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    from conformance.isolation import error_line
+
+    return error_line(exc)
 
 
 def _import_file(where: str):

@@ -21,6 +21,7 @@ every call goes through the invoker, and every returned value through validation
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import shlex
 import time
@@ -30,6 +31,7 @@ from typing import Callable, Iterable, Optional
 from conformance import layout as layout_mod
 from conformance import protocols, tolerance
 from conformance.errors import UsageError
+from conformance.isolation import error_line
 from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
 
 DEFAULT_DTYPES = ("float32", "bfloat16")
@@ -187,7 +189,7 @@ def _diagnose(case, spec, prepared, graded, dtype) -> list:
     try:
         found = diagnosis.diagnose(case, spec, prepared.inputs_f64, graded.output_f64, dtype)
     except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not hide the verdict
-        return [], [f"diagnosis could not run: {type(exc).__name__}: {exc}"]
+        return [], [f"diagnosis could not run: {error_line(exc)}"]
     return list(found or []), []
 
 
@@ -196,7 +198,9 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     start = time.perf_counter()
     label = dtype or opts.dtypes[0]
     result = CaseResult(id=case.id, dtype=label, verdict="error")
-    prepared = proto.prepare(case, spec, dtype, opts.device)
+    # The adapter gets its own copy of the spec: one that edits it (spec.scaling is a dict, as in
+    # HF configs that code rewrites in place) must not change the reference it is graded against.
+    prepared = proto.prepare(case, copy.deepcopy(spec), dtype, opts.device)
     outcome = invoker.call(*prepared.args)
     if outcome.kind == "unsupported":
         result.verdict = "skip"
@@ -209,7 +213,7 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
             graded = proto.grade(case, spec, prepared, outcome.value)
         except Exception as exc:  # noqa: BLE001 - an exotic return value must not stop the run
             result.diagnoses.append(
-                Diagnosis("raised", f"the returned value could not be graded: {type(exc).__name__}: {exc}")
+                Diagnosis("raised", f"the returned value could not be graded: {error_line(exc)}")
             )
             result.repro = repro_snippet(case.id, result.dtype, opts, target)
             result.duration_s = time.perf_counter() - start
@@ -269,7 +273,7 @@ def _blackbox(invoker, opts: Options, follows: str, dtype_free: bool) -> list:
                     id="blackbox",
                     dtype=dtype,
                     verdict="error",
-                    message=f"black-box checks could not run: {type(exc).__name__}: {exc}",
+                    message=f"black-box checks could not run: {error_line(exc)}",
                 )
             )
     return results

@@ -61,6 +61,7 @@ def run(args) -> int:
     from conformance import protocols
 
     protocols.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
+    _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     fn = None if args.isolate else load_target(args.target)
     reporter = TerminalReporter()
     try:
@@ -77,3 +78,23 @@ def run(args) -> int:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write a report: {exc}") from None
     return exit_code(report)
+
+
+def _check_report_paths(args) -> None:
+    """UsageError naming the option when a report path is a directory or lies under a file."""
+    from pathlib import Path
+
+    from conformance.errors import UsageError
+
+    for flag in ("json", "junit", "markdown", "plot"):
+        path = getattr(args, flag, None)
+        if not path or (flag == "json" and path == "-"):
+            continue
+        p = Path(path).expanduser()
+        if p.is_dir():
+            raise UsageError(f"--{flag}: {path} is a directory, not a file")
+        parent = p.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"--{flag}: cannot write {path}: {parent} is not a directory")

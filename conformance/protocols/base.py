@@ -10,6 +10,7 @@ torch is imported inside functions only.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -83,7 +84,7 @@ class Protocol:
             rotary_dim=int(p.get("rotary_dim") or p["head_dim"]),
             base=float(p.get("base", 10000.0)),
             layout=str(p.get("layout", "half")),
-            scaling=p.get("scaling"),
+            scaling=copy.deepcopy(p.get("scaling")),  # never the case's own dict: adapters get it
             seq_len=int(p.get("seq_len") or 0),
         )
 
@@ -137,7 +138,9 @@ def check_tensor(value, what: str, shape, dtype: Optional[str], device: str):
     try:
         values = value.detach().to("cpu", torch.float64).resolve_conj().numpy()
     except Exception as exc:  # noqa: BLE001 - meta, sparse or otherwise unreadable tensors
-        problems.append(Diagnosis("dtype-changed", f"{what} cannot be read back as numbers ({type(exc).__name__}: {exc})"))
+        from conformance.isolation import error_line
+
+        problems.append(Diagnosis("dtype-changed", f"{what} cannot be read back as numbers ({error_line(exc)})"))
         return None, problems, got
     return values, problems, got
 

@@ -29,6 +29,17 @@ from conformance.protocols.base import (
 from conformance.results import Diagnosis
 
 
+def unknown_dtype_problems(**named) -> list:
+    """dtype-changed for each returned floating dtype the tolerance model has no budget for
+    (float8 and the like): such a result is graded with the float64 budget, and says why."""
+    known = ", ".join(tolerance.UNIT_ROUNDOFF)
+    return [
+        Diagnosis("dtype-changed", f"{what} has dtype {name}, which has no error budget (known: {known})")
+        for what, name in named.items()
+        if name is not None and name not in tolerance.UNIT_ROUNDOFF
+    ]
+
+
 def budget_dtype(*names) -> str:
     """The coarsest of the returned dtypes among those the tolerance model knows."""
     known = [n for n in names if n in tolerance.UNIT_ROUNDOFF]
@@ -62,6 +73,8 @@ class RopeCache(Protocol):
         cos, p1, d1 = check_tensor(value[0], "cos", shape, None, prepared.device)
         sin, p2, d2 = check_tensor(value[1], "sin", shape, None, prepared.device)
         problems = p1 + p2 + mutation_problems(prepared.watched)
+        if cos is not None and sin is not None:
+            problems += unknown_dtype_problems(cos=d1, sin=d2)
         dtype = budget_dtype(d1, d2)
         graded = Graded(problems=problems, output_dtype=dtype)
         if cos is None or sin is None:

@@ -22,7 +22,7 @@ from conformance.protocols.base import (
     check_tensor,
     nonfinite_problem,
 )
-from conformance.protocols.rope_cache import budget_dtype
+from conformance.protocols.rope_cache import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
 
 
@@ -37,10 +37,12 @@ def _number(value):
             return float(value.detach().to("cpu", torch.float64).reshape(()))
     except ImportError:  # pragma: no cover - torch is always there when grading
         pass
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes, bytearray)):  # float("1.0") works, but "1.0" is no number
         return None
     try:
         return float(value)
+    except OverflowError:  # an int past float range, e.g. 10**400: graded as the infinity it rounds to
+        return float("inf") if value > 0 else float("-inf")
     except (TypeError, ValueError):
         return None
 
@@ -70,6 +72,8 @@ class RopeFrequencies(Protocol):
             problems.append(
                 Diagnosis("shape-changed", f"attention_factor is a {type(value[1]).__name__}, not a number")
             )
+        if inv is not None:
+            problems += unknown_dtype_problems(inv_freq=got)
         dtype = budget_dtype(got)
         graded = Graded(problems=problems, output_dtype=dtype)
         if inv is None or factor is None:

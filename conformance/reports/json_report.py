@@ -98,7 +98,9 @@ def validate(doc: dict) -> None:
 
 
 # An array of numbers (a curve point, a worst index; non-finite numbers are strings): one line.
-_FLAT_ARRAY = re.compile(r'\[(?:[^\[\]{}"]|"(?:-?Infinity|NaN)")*\]')
+# A whole JSON string is matched first and left alone, so text inside a message (e.g. "[0m  ]")
+# is never mistaken for an array.
+_FLAT_ARRAY = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\[\]{}"]|"(?:-?Infinity|NaN)")*\]')
 
 
 def dumps(report) -> str:
@@ -107,6 +109,8 @@ def dumps(report) -> str:
 
 
 def _one_line(match) -> str:
+    if match.group(0).startswith('"'):
+        return match.group(0)
     return " ".join(match.group(0).split()).replace("[ ", "[").replace(" ]", "]")
 
 
