@@ -143,3 +143,11 @@ def test_isolated_run_from_the_command_line(capsys):
                    "--cases", "rope.apply/llama2-d128-meta/prefill-8", "--dtype", "float16")
     assert code == 0
     assert "interleaved" in capsys.readouterr().out
+
+
+def test_plot_must_be_a_png_file(tmp_path, capsys):
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET,
+                   "--plot", str(tmp_path / "error.txt"))
+    assert code == 2
+    assert "--plot" in capsys.readouterr().err
+    assert not (tmp_path / "error.txt").exists()

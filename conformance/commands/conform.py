@@ -93,6 +93,8 @@ def _check_report_paths(args) -> None:
         p = Path(path).expanduser()
         if p.is_dir():
             raise UsageError(f"--{flag}: {path} is a directory, not a file")
+        if flag == "plot" and p.suffix.lower() != ".png":
+            raise UsageError(f"--plot: {path}: the plot is a PNG image; name the file *.png")
         parent = p.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
