@@ -81,7 +81,8 @@ def run(args) -> int:
 
 
 def _check_report_paths(args) -> None:
-    """UsageError naming the option when a report path is a directory or lies under a file."""
+    """UsageError naming the option when a report path is a directory, lies under a file, or (for
+    --plot) does not name a PNG."""
     from pathlib import Path
 
     from conformance.errors import UsageError
@@ -93,10 +94,10 @@ def _check_report_paths(args) -> None:
         p = Path(path).expanduser()
         if p.is_dir():
             raise UsageError(f"--{flag}: {path} is a directory, not a file")
-        if flag == "plot" and p.suffix.lower() != ".png":
-            raise UsageError(f"--plot: {path}: the plot is a PNG image; name the file *.png")
         parent = p.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"--{flag}: cannot write {path}: {parent} is not a directory")
+        if flag == "plot" and p.suffix.lower() != ".png":
+            raise UsageError(f"--plot: {path}: the plot is a PNG image; name the file *.png")
