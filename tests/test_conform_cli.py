@@ -151,3 +151,22 @@ def test_plot_must_be_a_png_file(tmp_path, capsys):
     assert code == 2
     assert "--plot" in capsys.readouterr().err
     assert not (tmp_path / "error.txt").exists()
+
+
+def test_closed_stdout_still_writes_reports_and_keeps_the_exit_code(tmp_path):
+    """`posref conform ... | head`: the reader leaves early; reports and exit code must survive."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout now fails with EPIPE
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "conform", style_target("hf_rotate_half"),
+         "--protocol", "rope.apply", "--cases", SUBSET, "--json", str(report)],
+        stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300,
+    )
+    os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert report.exists()

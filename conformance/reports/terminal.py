@@ -10,6 +10,7 @@ out for a wide log (160 columns unless COLUMNS says otherwise) so case ids are n
 from __future__ import annotations
 
 import os
+import sys
 
 from conformance.reports._common import case_reason, codes, fmt_float, summary_line
 
@@ -27,9 +28,17 @@ MAX_DETAIL_LINES = 20  # kinds of failure explained below the table; the rest: -
 def _default_console(stderr: bool = False):
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # `posref conform ... | head`: the reader left. rich would exit(1) here, losing the
+            # --json/--junit reports and the verdict's exit code; go quiet and finish the run.
+            self.quiet = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
+
+    console = _Console(stderr=stderr, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(stderr=stderr, highlight=False, width=160)
+        console = _Console(stderr=stderr, highlight=False, width=160)
     return console
 
 
