@@ -170,3 +170,10 @@ def test_closed_stdout_still_writes_reports_and_keeps_the_exit_code(tmp_path):
     os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert report.exists()
+
+
+def test_cli_has_a_default_timeout_so_a_hang_cannot_stall_ci():
+    from conformance.cli import build_parser
+
+    args = build_parser().parse_args(["conform", "x.py:f", "--protocol", "rope.apply"])
+    assert args.timeout is not None and 0 < args.timeout <= 600

@@ -12,6 +12,9 @@ import sys
 HELP = "grade a PyTorch implementation against the golden vectors"
 
 
+DEFAULT_TIMEOUT_S = 120.0
+
+
 def add_parser(subparsers) -> None:
     from conformance import protocols
     from conformance.runner import DEFAULT_DTYPES, LAYOUT_CHOICES
@@ -36,7 +39,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary for a review")
     p.add_argument("--plot", metavar="FILE.png", help="plot error and budget against position")
     p.add_argument("--isolate", action="store_true", help="run the implementation in a child process")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="per-call time limit")
+    # A default limit, so that a hanging adapter becomes a `timeout` verdict instead of a hung CI
+    # job; one RoPE call on the catalog's small tensors takes milliseconds.
+    p.add_argument("--timeout", type=float, metavar="SECONDS", default=DEFAULT_TIMEOUT_S,
+                   help=f"per-call time limit (default {DEFAULT_TIMEOUT_S:g} s)")
     p.set_defaults(func=run)
 
 
