@@ -54,6 +54,7 @@ from typing import Any, Optional
 import numpy as np
 
 from conformance.diagnosis import unit_roundoff
+from conformance.protocols.base import dtype_name
 from conformance.results import Diagnosis, IdentityResult
 
 FLOAT32_ANGLE = 2.0**-24
@@ -68,12 +69,8 @@ SHIFT_POSITIONS = ((0, 1, 2, 3, 4, 5), (10, 20, 30, 40, 50, 60))
 SHIFTS = (1, 1000)  # per batch row
 
 
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def _u_eff(dtype) -> float:
-    return max(unit_roundoff(_dtype_name(dtype)), FLOAT32_ANGLE)
+    return max(unit_roundoff(dtype), FLOAT32_ANGLE)
 
 
 @dataclass
@@ -92,8 +89,6 @@ class _Session:
     """Calls the invoker with fresh tensors, watches the inputs, stops after a crash or hang."""
 
     invoker: Any
-    dtype: Any
-    device: str
     fatal: Optional[str] = None
     mutations: list = field(default_factory=list)
 
@@ -138,7 +133,7 @@ def _same_bits(a, b) -> bool:
 
 
 def _result(check_id, dtype, verdict, residual=None, bound=None, message="", diagnoses=()):
-    return IdentityResult(id=check_id, dtype=_dtype_name(dtype), verdict=verdict,
+    return IdentityResult(id=check_id, dtype=dtype_name(dtype), verdict=verdict,
                           residual=None if residual is None else float(residual),
                           bound=None if bound is None else float(bound), message=message,
                           diagnoses=list(diagnoses))
@@ -205,7 +200,7 @@ def _apply_checks(invoker, protocol, dtype, device, layout) -> list:
     from reference.rope import pair_indices
 
     spec = _apply_spec(layout)
-    name = _dtype_name(dtype)
+    name = dtype_name(dtype)
     u = _u_eff(dtype)
     pid = f"{protocol}/"
     rng = np.random.default_rng(SEED)
@@ -213,7 +208,7 @@ def _apply_checks(invoker, protocol, dtype, device, layout) -> list:
     x64 = x64.to(torch.float64).numpy()  # the values the implementation sees, exactly
     pos = np.array(POSITIONS, dtype=np.int64)
     first, second = pair_indices(spec.rotary_dim, spec.layout)
-    session = _Session(invoker, dtype, device)
+    session = _Session(invoker)
     results = []
 
     def run(x, p):
@@ -256,7 +251,7 @@ def _apply_checks(invoker, protocol, dtype, device, layout) -> list:
         results.append(_call_failure(pid + "shape-preserved", dtype, base))
     else:
         got = base.value.dtype
-        msg = f"returned {_dtype_name(got)} for {name} input"
+        msg = f"returned {dtype_name(got)} for {name} input"
         ok = got == dtype
         results.append(_result(pid + "dtype-preserved", dtype, "pass" if ok else "fail", message=msg,
                                diagnoses=[] if ok else [Diagnosis("dtype-changed", msg)]))
@@ -406,7 +401,7 @@ def _cache_checks(invoker, protocol, dtype, device, layout) -> list:
 
     spec = _apply_spec(layout)
     pid = f"{protocol}/"
-    session = _Session(invoker, dtype, device)
+    session = _Session(invoker)
     pos = np.array(POSITIONS, dtype=np.int64)
     shift = 37
     want = pos.shape + (spec.rotary_dim // 2,)
@@ -438,7 +433,7 @@ def _cache_checks(invoker, protocol, dtype, device, layout) -> list:
     cos, sin = tb
 
     def diags():
-        return diagnosis.diagnose_cache(pos, (cos, sin), spec, _dtype_name(dtype))
+        return diagnosis.diagnose_cache(pos, (cos, sin), spec, dtype_name(dtype))
 
     residual = _max(np.abs(cos * cos + sin * sin - 1.0))
     bound = 8.0 * u
@@ -455,7 +450,7 @@ def _cache_checks(invoker, protocol, dtype, device, layout) -> list:
         verdict = _verdict(residual, 2.0 * u)
         results.append(_result(pid + "position-zero", dtype, verdict, residual, 2.0 * u,
                                "cos = 1 and sin = 0 at position 0",
-                               diagnosis.diagnose_cache(np.zeros_like(pos), tz, spec, _dtype_name(dtype))
+                               diagnosis.diagnose_cache(np.zeros_like(pos), tz, spec, dtype_name(dtype))
                                if verdict == "fail" else []))
 
     cs, ts, _ = run(pos + shift)
@@ -497,7 +492,7 @@ def _frequency_checks(invoker, protocol, dtype, device, layout) -> list:
 
     spec = _apply_spec(layout)
     pid = f"{protocol}/"
-    session = _Session(invoker, dtype, device)
+    session = _Session(invoker)
     half = spec.rotary_dim // 2
 
     def run():
@@ -537,7 +532,7 @@ def _frequency_checks(invoker, protocol, dtype, device, layout) -> list:
         verdict = _verdict(residual, bound)
         results.append(_result(pid + "geometric-ladder", dtype, verdict, residual, bound,
                                "theta_0 = 1 and theta_(i+1) / theta_i = base**(-2/r) (no scaling)",
-                               diagnosis.diagnose_frequencies((inv, af), spec, _dtype_name(dtype))
+                               diagnosis.diagnose_frequencies((inv, af), spec, dtype_name(dtype))
                                if verdict == "fail" else []))
     again, inv2, af2 = run()
     if inv2 is None or inv2.shape != inv.shape:

@@ -54,6 +54,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from conformance.results import Diagnosis
+from conformance.tolerance import UNIT_ROUNDOFF
 
 # A mutant explains the output when it is this much closer than the reference (rms distance).
 EXPLAINS = 0.3
@@ -63,12 +64,6 @@ TIE = 1.5
 MAX_TOKENS = 96
 MAX_HEADS = 4
 
-UNIT_ROUNDOFF = {
-    "float64": 2.0**-53,
-    "float32": 2.0**-24,
-    "float16": 2.0**-11,
-    "bfloat16": 2.0**-8,
-}
 COMMON_BASES = (1e4, 5e4, 1e5, 5e5, 1e6, 1e7)
 SCALING_FACTORS = (2.0, 4.0, 8.0, 16.0)
 OFFSETS = (1, -1, 2, -2, 3, -3, 4, -4)
@@ -83,7 +78,8 @@ FREQUENCY_CODES = ("rotation-reversed", "wrong-base", "frequency-exponent", "rot
 
 
 def unit_roundoff(dtype) -> float:
-    """u_T for a dtype name ("bfloat16") or a torch dtype (torch.bfloat16)."""
+    """u_T for a dtype name ("bfloat16") or a torch dtype (torch.bfloat16); float32's for a dtype
+    the tolerance model does not know."""
     name = str(dtype).replace("torch.", "")
     return UNIT_ROUNDOFF.get(name, 2.0**-24)
 
@@ -406,7 +402,7 @@ def _subsample(x, positions, output):
     xs = x[bi, si][None, :, :heads, :]
     ys = output[bi, si][None, :, :heads, :]
     ps = positions[bi, si][None, :]
-    return xs, ps, ys, bi, si
+    return xs, ps, ys, si
 
 
 def _fmt_base(b):
@@ -420,8 +416,9 @@ def _fmt_base(b):
 # --------------------------------------------------------------------------------------------
 
 
-def apply_mutants(x, positions, output, spec, dtype, *, seq_index=None, row0=None):
-    """(reference output, list of Mutant) for one rope.apply input (see module docstring)."""
+def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None):
+    """(reference output, list of Mutant, recovered effective frequencies, reference theta) for
+    one rope.apply input (see module docstring)."""
     r, d, base = int(spec.rotary_dim), int(spec.head_dim), float(spec.base)
     layout = spec.layout
     other = "interleaved" if layout == "half" else "half"
@@ -514,7 +511,7 @@ def apply_mutants(x, positions, output, spec, dtype, *, seq_index=None, row0=Non
         add(Mutant("rotary-dim-mismatch",
                    f"the whole head ({d} features) is rotated with rotary_dim {r} in the exponent",
                    rot(lambda: mf[..., None] * ladder(d, base, r), rd=d)))
-    add_scaling_mutants(mutants, spec, theta, af, with_theta)
+    add_scaling_mutants(mutants, spec, theta, with_theta)
 
     # Fitted parameters.
     eff = recover_effective_frequency(x, m, output, layout=layout, rotary_dim=r, prior=theta)
@@ -561,7 +558,7 @@ def apply_mutants(x, positions, output, spec, dtype, *, seq_index=None, row0=Non
     return reference, mutants, eff, theta
 
 
-def add_scaling_mutants(mutants, spec, theta, af, with_theta):
+def add_scaling_mutants(mutants, spec, theta, with_theta):
     """Position scalings the case does not have, or the case's scaling left out."""
     r, base = int(spec.rotary_dim), float(spec.base)
     if spec.scaling is None:
@@ -708,7 +705,7 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
     r = int(spec.rotary_dim)
     if r < 2 or r > x.shape[3] or r % 2:
         return []
-    xs, ps, ys, bi, si = _subsample(x, positions, output)
+    xs, ps, ys, si = _subsample(x, positions, output)
     row0 = None
     if positions.shape[0] > 1 and not np.all(positions == positions[:1]):
         row0 = positions[0, si][None, :].astype(np.float64)
@@ -718,7 +715,7 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
         return []
     xs = np.where(finite_x, xs, 0.0)
     reference, mutants, eff, theta = apply_mutants(
-        xs, ps, np.where(mask, ys, 0.0), spec, dtype,
+        xs, ps, np.where(mask, ys, 0.0), spec,
         seq_index=si[None, :], row0=row0)
     floor = noise_floor(xs, ps, spec, theta, dtype)
     found = closest_mutant(ys, reference, mutants, mask, floor)
@@ -728,12 +725,11 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
         if scale is not None:
             return [Diagnosis("attention-factor", f"output scaled by {scale:.4g} (every pair's norm changes by "
                               "that factor)")]
-    if found is None and _rms(ys - reference, mask) > floor:
-        msg = _angle_noise(xs, ps, np.where(mask, ys, 0.0), spec, theta, dtype)
-        return [Diagnosis("angle-precision", msg)] if msg else []
-    if found is None:
+        if _rms(ys - reference, mask) > floor:
+            msg = _angle_noise(xs, ps, np.where(mask, ys, 0.0), spec, theta, dtype)
+            return [Diagnosis("angle-precision", msg)] if msg else []
         return []
-    mut, e_m, e_ref = found
+    mut = found[0]
     message = mut.message
     if mut.code in FREQUENCY_CODES:
         dep = frequency_departure(eff, theta, phase_noise=max(16.0 * unit_roundoff(dtype), 2.0**-20))
@@ -802,7 +798,7 @@ def diagnose_cache(positions, output, spec, dtype) -> list:
     if r != spec.head_dim:
         mutants.append(Mutant("rotary-dim-mismatch", f"inv_freq divides by head_dim {spec.head_dim} instead of "
                               f"rotary_dim {r}", with_theta(ladder(r, base, spec.head_dim))))
-    add_scaling_mutants(mutants, spec, theta, af, with_theta)
+    add_scaling_mutants(mutants, spec, theta, with_theta)
     eff = _cache_effective(m, cos_o, sin_o, theta)
     fitted = fit_base(eff, r)
     for cand in COMMON_BASES:
@@ -875,7 +871,7 @@ def diagnose_frequencies(output, spec, dtype) -> list:
         if r != spec.head_dim:
             mutants.append(Mutant("rotary-dim-mismatch", f"inv_freq divides by head_dim {spec.head_dim} "
                                   f"instead of rotary_dim {r}", const(ladder(r, base, spec.head_dim))))
-        add_scaling_mutants(mutants, spec, theta, af, lambda th, scale=None: const(th))
+        add_scaling_mutants(mutants, spec, theta, lambda th, scale=None: const(th))
         for low in ("bfloat16", "float16"):
             mutants.append(Mutant("angle-precision", f"inv_freq rounded to {low}", const(round_to(theta, low))))
         for cand in COMMON_BASES:

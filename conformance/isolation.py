@@ -132,7 +132,7 @@ def _check_timeout(timeout: Optional[float]) -> Optional[float]:
         t = float(timeout)
     except (TypeError, ValueError):
         raise ValueError(f"timeout must be a number of seconds or None, got {timeout!r}") from None
-    if not t > 0 or t != t or t == float("inf"):
+    if not t > 0 or t == float("inf"):  # NaN fails t > 0
         raise ValueError(f"timeout must be a positive finite number of seconds, got {timeout!r}")
     return t
 
@@ -479,7 +479,7 @@ class IsolatedInvoker(Invoker):
             raise IsolationError(self._startup_error)
         if not self._finalizer.alive:
             raise ValueError("this invoker has been closed")
-        for attempt in range(2):
+        for _ in range(2):  # one restart
             server = self._state.server
             if server is None or _has_exited(server.proc):
                 self._state.drop_server()
@@ -847,9 +847,7 @@ def _worker_main(fn: Callable, data, log) -> None:
             data.send_bytes(pickle.dumps(("raised", "the arguments could not be received in the "
                                           f"isolated process ({error_line(exc)})", "")))
             continue
-        if msg[0] == "exit":
-            return
-        args = msg[1]
+        args = msg[1]  # ("call", args): the parent sends nothing else on this socket
         pristine = _snapshot(args)
         if log is not None:
             log.seek(0)

@@ -75,11 +75,9 @@ def _import_module(where: str):
         sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(where)
-    except ModuleNotFoundError as exc:
-        raise UsageError(f"cannot import module {where!r}: {_one_line(exc)}") from None
-    except BaseException as exc:  # noqa: BLE001 - user code raised while importing
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - missing module, or user code raised while importing
         raise UsageError(f"cannot import module {where!r}: {_one_line(exc)}") from None
 
 

@@ -27,7 +27,7 @@ class CaseResult:
     max_abs_error  largest |output - expected| over elements (None when no output was graded)
     budget_ratio   max(error / budget) over elements; the case passes when <= 1
     worst_index    index (as a list) of the element that attains budget_ratio
-    positions      positions the case holds (for plots); errors/budgets per position optional
+    curve          [position, max error, max budget] per position the case holds (for plots)
     """
 
     id: str

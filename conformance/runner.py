@@ -15,8 +15,9 @@ dtype-free protocols) it builds the adapter's arguments, calls the adapter throu
 Before grading, the golden vectors' integrity is checked (reference.golden.verify.check):
 any problem raises IntegrityError (exit code 3). Then the layout is detected for protocols that
 have one (conformance.layout), cases are graded, and the black-box identities
-(conformance.blackbox.run_blackbox) run once per dtype. User code never crashes the runner:
-every call goes through the invoker, and every returned value through validation.
+(conformance.blackbox.run_blackbox) run once per dtype (once in all for dtype-free protocols).
+User code never crashes the runner: every call goes through the invoker, and every returned
+value through validation.
 """
 
 from __future__ import annotations
@@ -182,8 +183,9 @@ def _verdict(graded, profile: str) -> str:
     return "pass"
 
 
-def _diagnose(case, spec, prepared, graded, dtype) -> list:
-    """Diagnoses of the numbers from conformance.diagnosis; never lets it stop the run."""
+def _diagnose(case, spec, prepared, graded, dtype) -> tuple[list, list]:
+    """(diagnoses, notes) from conformance.diagnosis; a failure of its own becomes a note, so
+    that it never stops the run."""
     from conformance import diagnosis
 
     try:
@@ -206,8 +208,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
         result.verdict = "skip"
         result.notes.append(f"unsupported by the implementation: {outcome.error}")
     elif outcome.kind != "ok":
-        code = outcome.kind if outcome.kind in ("raised", "crashed", "timeout") else "raised"
-        result.diagnoses.append(Diagnosis(code, outcome.error or outcome.kind))
+        # kind is raised, crashed or timeout (isolation.KINDS), each a diagnosis code too
+        result.diagnoses.append(Diagnosis(outcome.kind, outcome.error or outcome.kind))
     else:
         try:
             graded = proto.grade(case, spec, prepared, outcome.value)
@@ -323,7 +325,7 @@ def run(
     )
     invoker = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
     try:
-        if opts.isolate and hasattr(invoker, "start"):
+        if opts.isolate:
             invoker.start()  # load errors are UsageErrors: surface them before grading
         plan, follows = None, "half"
         if proto.has_layout:

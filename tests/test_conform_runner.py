@@ -160,7 +160,7 @@ def test_frequencies_protocol():
 
     report = run_conformance(style("hf_frequencies"), "rope.frequencies", identities=False)
     assert report.summary()["overall"] == "pass"
-    assert all(c.verdict == "acceptable" for c in report.cases)  # float32 inv_freq: not strict
+    assert report.cases and all(c.verdict == "acceptable" for c in report.cases)  # float32 inv_freq: not strict
 
     def exact(spec, seq_len):
         from reference import rope
@@ -221,10 +221,14 @@ def test_unreadable_outputs_are_verdicts_not_crashes():
 def test_identities_run_once_per_dtype():
     report = run_conformance(reference_adapter, "rope.apply", dtypes=("float32", "bfloat16"),
                              cases="rope.apply/llama2-d128/prefill-8")
-    assert {i.dtype for i in report.identities} <= {"float32", "bfloat16"}
+    keys = [(i.id, i.dtype) for i in report.identities]
+    assert len(keys) == len(set(keys))
+    assert {i.dtype for i in report.identities} == {"float32", "bfloat16"}
     cache = run_conformance(style("hf_cache"), "rope.cache", dtypes=("float32", "bfloat16"),
                             cases="rope.cache/llama2-d128/prefill-8")
-    assert len({i.dtype for i in cache.identities}) <= 1  # dtype-free: one round of checks
+    ids = [i.id for i in cache.identities]
+    assert ids and len(ids) == len(set(ids))  # dtype-free: one round of checks
+    assert len({i.dtype for i in cache.identities}) == 1
 
 
 def test_partial_rotary_tail_must_pass_through():

@@ -14,6 +14,7 @@ import pytest
 
 from conformance.errors import UsageError
 from conformance.isolation import Outcome, error_line, make_invoker
+from test_qa_isolation import _alive
 
 # One adapter file serves every scenario: the first argument names what to do. Isolated tests
 # start a child per crash, so the child is kept cheap (no torch unless a test needs tensors).
@@ -103,19 +104,6 @@ def _load(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.adapter
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); look at its state
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------------------------

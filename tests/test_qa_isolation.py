@@ -34,6 +34,7 @@ TARGET = textwrap.dedent(
 
 
 def _alive(pid: int) -> bool:
+    """Whether pid runs: a zombie (Z) or a dead task (X) still answers kill(pid, 0)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

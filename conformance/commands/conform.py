@@ -47,6 +47,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from conformance import protocols
     from conformance.errors import UsageError
     from conformance.loader import load_target
     from conformance.reports import write_reports
@@ -64,8 +65,6 @@ def run(args) -> int:
         isolate=args.isolate,
         timeout=args.timeout,
     )
-    from conformance import protocols
-
     protocols.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     fn = None if args.isolate else load_target(args.target)

@@ -19,8 +19,6 @@ import numpy as np
 from conformance.results import Diagnosis
 from conformance.spec import RopeSpec
 
-TORCH_DTYPES = ("float64", "float32", "float16", "bfloat16")
-
 
 def torch_dtype(name: str):
     import torch
@@ -232,3 +230,9 @@ def format_positions(values, limit: int = 6) -> str:
     vals = sorted({int(v) for v in np.asarray(values).reshape(-1)})
     text = ", ".join(str(v) for v in vals[:limit])
     return text + (f", ... ({len(vals)} in all)" if len(vals) > limit else "")
+
+
+def off_by_one_note(profile: str, positions) -> str:
+    """The note for positions where the budget exceeds the change from position m to m+1."""
+    return (f"the {profile} budget at position(s) {format_positions(positions)} exceeds the change "
+            "from position m to m+1, so an off-by-one position would pass there")

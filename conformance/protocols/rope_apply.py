@@ -13,16 +13,16 @@ import numpy as np
 from conformance import tolerance
 from conformance.protocols import rope_reference
 from conformance.protocols.base import (
-    abs_error,
     Graded,
     Prepared,
     Protocol,
+    abs_error,
     argmax_index,
     check_tensor,
     finite_max,
-    format_positions,
     mutation_problems,
     nonfinite_problem,
+    off_by_one_note,
     per_position_curve,
     token_max,
     torch_dtype,
@@ -72,8 +72,7 @@ class RopeApply(Protocol):
     def _ratios(self, graded, profile, spec, dtype, x, pos, err):
         r = spec.rotary_dim
         first, second = rope_reference.pair_indices(r, spec.layout)
-        pair_err = np.fmax(err[..., first], err[..., second])
-        pair_err = np.where(np.isnan(err[..., first]) | np.isnan(err[..., second]), np.nan, pair_err)
+        pair_err = np.maximum(err[..., first], err[..., second])  # NaN if either is NaN
         a, b = x[..., first], x[..., second]
         mag = np.abs(a) + np.abs(b)
         tabs = rope_reference.tables(pos, spec)
@@ -113,10 +112,7 @@ class RopeApply(Protocol):
             tok = (step / budget).reshape(step.shape[0], step.shape[1], -1).max(axis=-1)
         blind = tok <= 1.0
         if blind.any():
-            graded.notes[profile] = [
-                f"the {profile} budget at position(s) {format_positions(pos[blind])} exceeds the change "
-                "from position m to m+1, so an off-by-one position would pass there"
-            ]
+            graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
 
 
 PROTOCOL = RopeApply()

@@ -13,16 +13,16 @@ import numpy as np
 from conformance import tolerance
 from conformance.protocols import rope_reference
 from conformance.protocols.base import (
-    abs_error,
     Graded,
     Prepared,
     Protocol,
+    abs_error,
     argmax_index,
     check_tensor,
     finite_max,
-    format_positions,
     mutation_problems,
     nonfinite_problem,
+    off_by_one_note,
     per_position_curve,
     token_max,
 )
@@ -86,25 +86,20 @@ class RopeCache(Protocol):
             if bad is not None:
                 graded.problems.append(bad)
         err_c, err_s = abs_error(cos, tabs.cos), abs_error(sin, tabs.sin)
-        err = np.fmax(err_c, err_s)
-        err = np.where(np.isnan(err_c) | np.isnan(err_s), np.nan, err)
+        err = np.maximum(err_c, err_s)  # NaN if either is NaN
         graded.max_abs_error = finite_max(err)
         mag = np.full(err.shape, abs(tabs.attention_factor))
         step = 2.0 * np.abs(np.sin(tabs.inv_freq / 2.0)) * mag
+        e_tok = token_max(err)
         for profile in tolerance.PROFILES:
             budget = tolerance.rotation_budget(mag, tabs.phi, spec.rotary_dim, spec.base, dtype, profile)
             ratio = tolerance.ratio(err, budget)
-            finite = ratio[np.isfinite(ratio)]
-            graded.ratio[profile] = float(finite.max()) if finite.size else None
+            graded.ratio[profile] = finite_max(ratio)
             graded.worst_index[profile] = argmax_index(ratio)
-            e_tok = token_max(err)
             graded.curve[profile] = per_position_curve(pos, e_tok, budget.max(axis=-1))
             blind = (step / budget).max(axis=-1) <= 1.0
             if blind.any():
-                graded.notes[profile] = [
-                    f"the {profile} budget at position(s) {format_positions(pos[blind])} exceeds the "
-                    "change from position m to m+1, so an off-by-one position would pass there"
-                ]
+                graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
         return graded
 
 

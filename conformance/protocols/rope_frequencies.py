@@ -20,6 +20,7 @@ from conformance.protocols.base import (
     abs_error,
     argmax_index,
     check_tensor,
+    finite_max,
     nonfinite_problem,
 )
 from conformance.protocols.rope_cache import budget_dtype, unknown_dtype_problems
@@ -85,8 +86,7 @@ class RopeFrequencies(Protocol):
         if bad is not None:
             graded.problems.append(bad)
         err = abs_error(graded.output_f64, ref)
-        finite = err[np.isfinite(err)]
-        graded.max_abs_error = float(finite.max()) if finite.size else None
+        graded.max_abs_error = finite_max(err)
         for profile in tolerance.PROFILES:
             budget = np.concatenate(
                 [
@@ -95,8 +95,7 @@ class RopeFrequencies(Protocol):
                 ]
             )
             ratio = tolerance.ratio(err, budget)
-            fin = ratio[np.isfinite(ratio)]
-            graded.ratio[profile] = float(fin.max()) if fin.size else None
+            graded.ratio[profile] = finite_max(ratio)
             graded.worst_index[profile] = argmax_index(ratio)
             graded.curve[profile] = []
         return graded

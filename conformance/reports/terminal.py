@@ -193,12 +193,4 @@ def _group_failures(cases) -> list:
     return sorted(groups.items(), key=lambda kv: -len(kv[1]))
 
 
-def print_summary(report, console=None) -> None:
-    """Only the closing summary line (for callers that do not want the table)."""
-    con = console if console is not None else _default_console()
-    from rich.text import Text
-
-    con.print(Text(summary_line(report), style=OVERALL_STYLES.get(report.summary()["overall"], "")))
-
-
-__all__ = ["TerminalReporter", "print_summary"]
+__all__ = ["TerminalReporter"]
