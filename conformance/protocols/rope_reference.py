@@ -60,6 +60,8 @@ def tables(positions, spec) -> Tables:
         # 2**-53 * phi of the exact one, far inside every budget (docs/tolerance.md).
         ang = pos.astype(np.float64)[..., None] * inv
         cos, sin = factor * np.cos(ang), factor * np.sin(ang)
+    for table in (cos, sin, phi, inv):
+        table.setflags(write=False)  # shared by every later case that hits the cache
     result = Tables(cos, sin, phi, inv, float(factor))
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
