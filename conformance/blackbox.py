@@ -55,6 +55,7 @@ import numpy as np
 
 from conformance.diagnosis import unit_roundoff
 from conformance.protocols.base import dtype_name
+from conformance.protocols.rope_frequencies import as_number
 from conformance.results import Diagnosis, IdentityResult
 
 FLOAT32_ANGLE = 2.0**-24
@@ -507,11 +508,8 @@ def _frequency_checks(invoker, protocol, dtype, device, layout) -> list:
             inv = v[0].detach().to("cpu", torch.float64).numpy()
         else:
             inv = np.asarray(v[0], dtype=np.float64)
-        try:
-            af = math.nan if isinstance(v[1], (str, bytes, bytearray)) else float(v[1])
-        except (TypeError, ValueError, OverflowError):
-            af = math.nan
-        return call, inv, af
+        af = as_number(v[1])  # the protocol's own reading of the attention factor
+        return call, inv, math.nan if af is None else af
 
     base, inv, af = run()
     results = []

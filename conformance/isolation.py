@@ -125,7 +125,8 @@ def _call_catching(fn: Callable, args: tuple) -> Outcome:
     return Outcome("ok", value)
 
 
-def _check_timeout(timeout: Optional[float]) -> Optional[float]:
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    """The per-call limit as a positive finite float (None: no limit); ValueError otherwise."""
     if timeout is None:
         return None
     try:
@@ -163,7 +164,7 @@ class InProcessInvoker(Invoker):
         if not callable(fn):
             raise ValueError(f"fn must be callable, got {type(fn).__name__}")
         self.fn = fn
-        self.timeout = _check_timeout(timeout)
+        self.timeout = check_timeout(timeout)
 
     def call(self, *args) -> Outcome:
         if self.timeout is None:
@@ -435,7 +436,7 @@ class IsolatedInvoker(Invoker):
     ):
         if not hasattr(os, "fork"):
             raise UsageError("--isolate needs a POSIX system (it forks worker processes)")
-        self.timeout = _check_timeout(timeout)
+        self.timeout = check_timeout(timeout)
         self.target = target
         self.loader = loader
         self.preload = tuple(preload)

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Optional
 from conformance import layout as layout_mod
 from conformance import protocols, tolerance
 from conformance.errors import UsageError
-from conformance.isolation import error_line
+from conformance.isolation import check_timeout, error_line
 from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
 
 DEFAULT_DTYPES = ("float32", "bfloat16")
@@ -90,14 +90,10 @@ def check_options(opts: Options) -> Options:
 
         if not torch.cuda.is_available():
             raise OptionError("device cuda requested, but torch.cuda.is_available() is False here")
-    if opts.timeout is not None:
-        try:
-            t = float(opts.timeout)
-        except (TypeError, ValueError):
-            raise OptionError(f"timeout must be a number of seconds, got {opts.timeout!r}") from None
-        if not t > 0 or t == float("inf"):
-            raise OptionError(f"timeout must be a positive number of seconds, got {opts.timeout!r}")
-        opts.timeout = t
+    try:
+        opts.timeout = check_timeout(opts.timeout)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
     return opts
 
 

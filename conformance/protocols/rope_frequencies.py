@@ -27,7 +27,7 @@ from conformance.protocols.rope_cache import budget_dtype, unknown_dtype_problem
 from conformance.results import Diagnosis
 
 
-def _number(value):
+def as_number(value):
     """float of a Python number, numpy scalar or one-element tensor; None otherwise."""
     try:
         import torch
@@ -68,7 +68,7 @@ class RopeFrequencies(Protocol):
                 ]
             )
         inv, problems, got = check_tensor(value[0], "inv_freq", (half,), None, "")
-        factor = _number(value[1])
+        factor = as_number(value[1])
         if factor is None:
             problems.append(
                 Diagnosis("shape-changed", f"attention_factor is a {type(value[1]).__name__}, not a number")
