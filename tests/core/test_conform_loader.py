@@ -4,7 +4,7 @@ import pytest
 
 from conformance.errors import UsageError
 from conformance.loader import load_target
-from test_conform_support import STYLES_FILE
+from support import STYLES_FILE
 
 
 def test_file_target():

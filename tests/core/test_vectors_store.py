@@ -28,7 +28,7 @@ def _validator(name):
 
 
 def test_vectors_dir_is_the_repository_folder():
-    assert VECTORS == Path(__file__).resolve().parents[1] / "vectors"
+    assert VECTORS == Path(__file__).resolve().parents[2] / "vectors"
     assert (VECTORS / "MANIFEST.json").is_file()
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from reference.golden import store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _source_copy(dest: Path) -> Path:

@@ -6,7 +6,7 @@ import pytest
 
 from conformance import run_conformance
 from conformance.runner import repro_snippet, Options
-from test_conform_support import (  # noqa: F401
+from support import (  # noqa: F401
     by_id,
     mutates_input,
     raises,
@@ -187,7 +187,7 @@ def test_isolation_turns_a_crash_into_a_verdict(tmp_path):
     target = tmp_path / "crashy.py"
     target.write_text(
         "import os\n"
-        "from test_conform_support import reference_adapter\n"
+        "from support import reference_adapter\n"
         "def fn(x, positions, spec):\n"
         "    if int(positions.max()) > 4096:\n"
         "        os.abort()\n"

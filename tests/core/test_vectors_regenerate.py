@@ -16,7 +16,7 @@ from conformance.cli import main
 from reference.golden import catalog, npzio, store, verify
 
 COMMITTED = store.vectors_dir()
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _compare_with_committed(out: Path, rels):

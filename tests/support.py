@@ -1,4 +1,4 @@
-"""Shared helpers for the tests/test_conform_*.py files (no tests here).
+"""Shared helpers for the conformance tests in tests/core and tests/rope (no tests here).
 
 - STYLES: the calibration implementations of bench/rope_styles.py, loaded through the loader;
 - small inline adapters (a float64 reference adapter and deliberately broken ones).

@@ -25,7 +25,7 @@ from conformance.isolation import make_invoker  # noqa: E402
 from conformance.spec import RopeSpec  # noqa: E402
 from reference.golden.store import GoldenCase  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

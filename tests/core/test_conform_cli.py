@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conformance.cli import main
-from test_conform_support import style_target
+from support import style_target
 
 SUBSET = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/decode-4095"
 

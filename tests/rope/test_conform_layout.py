@@ -4,7 +4,7 @@ import pytest
 
 from conformance import run_conformance
 from conformance.layout import Detection, plan
-from test_conform_support import (  # noqa: F401
+from support import (  # noqa: F401
     by_id,
     fixed_interleaved,
     reference_adapter,

@@ -8,7 +8,7 @@ import pytest
 
 from conformance import assert_conforms, run_conformance
 from conformance.results import Report
-from test_conform_support import shifted_positions, style, style_target
+from support import shifted_positions, style, style_target
 
 CASES = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/decode-4095"
 
@@ -107,7 +107,7 @@ def test_nothing_graded_exits_1(tmp_path):
 def test_reports_of_a_non_finite_implementation_are_valid(tmp_path):
     """NaN outputs at some positions: the per-position curve must still be a valid JSON report."""
     from conformance.reports import json_report
-    from test_conform_support import ROOT
+    from support import ROOT
 
     report = run_conformance(str(ROOT / "examples" / "buggy" / "non_finite.py") + ":apply", "rope.apply",
                              dtypes=("float32",), cases="rope.apply/llama2-d128/around-2p16",

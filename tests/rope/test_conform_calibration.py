@@ -10,7 +10,7 @@ reference passes strict.
 import pytest
 
 from conformance import run_conformance
-from test_conform_support import by_id, reference_adapter, style, worst
+from support import by_id, reference_adapter, style, worst
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -77,7 +77,7 @@ def test_budget_too_wide_for_neighbours_is_noted():
 
 
 def test_off_by_one_is_caught_at_short_positions_but_not_near_2p24():
-    from test_conform_support import shifted_positions
+    from support import shifted_positions
 
     report = run_conformance(shifted_positions, "rope.apply", dtypes=("float32",), identities=False,
                              cases="rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/around-2p24")

@@ -152,7 +152,7 @@ def test_schema_ships_as_package_data():
     # importable the way an installed copy finds it ...
     assert resources.files("conformance").joinpath("schemas", "report.schema.json").is_file()
     # ... and declared so that setuptools puts it into the wheel
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     data = tomllib.loads(pyproject.read_text())
     globs = data["tool"]["setuptools"].get("package-data", {}).get("conformance", [])
     assert any(fnmatch.fnmatch("schemas/report.schema.json", g) for g in globs), (

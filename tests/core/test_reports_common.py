@@ -1,6 +1,6 @@
 """Hand-made reports shared by the report tests, and tests of the shared helpers.
 
-The other tests/test_reports_*.py import ``sample_report`` from here (pytest puts tests/ on
+The other tests/core/test_reports_*.py import ``sample_report`` from here (pytest puts tests/ on
 sys.path since it has no __init__.py).
 """
 

@@ -15,7 +15,7 @@ from conformance import Unsupported  # noqa: E402
 from conformance.blackbox import run_blackbox  # noqa: E402
 from conformance.isolation import Outcome, make_invoker  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 APPLY_CHECKS = {"inputs-not-mutated", "dtype-preserved", "shape-preserved", "norm-per-pair", "shift-invariance",
                 "linearity", "position-zero", "non-contiguous", "batch-independence", "determinism"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from conformance.cli import main
 from reference.golden import store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_list_json_has_every_case_with_its_fields(capsys):
