@@ -1,6 +1,6 @@
 """Build hook: ship the repository's top-level vectors/ inside the wheel.
 
-vectors/ is data, kept at the top of the repository (DESIGN.md layout). In a wheel it goes
+vectors/ is data, kept at the top of the repository (docs/design.md, layout). In a wheel it goes
 inside the package, at reference/golden/vectors/, so an install adds no generic top-level name
 to site-packages; reference.golden.store.vectors_dir() looks there first. Editable installs and
 source checkouts read the top-level folder directly.

@@ -92,16 +92,17 @@ def frequency_errors() -> None:
 
 
 def use_design_starting_point() -> None:
-    """Swap in DESIGN.md's starting formula (for comparison; it has no ln(base) term)."""
-    from conformance import tolerance
+    """Swap in the design's starting formula (for comparison; it has no ln(base) term)."""
+    from conformance.core import tolerance
+    from conformance.rope import budgets
 
-    tolerance.C_ROUND = 2.0
-    tolerance.C_ANGLE = 4.0
+    budgets.C_ROUND = 2.0
+    budgets.C_ANGLE = 4.0
 
     def angle_relative_error(rotary_dim, base, profile):
         return tolerance.angle_roundoff(profile) * np.ones(rotary_dim // 2)
 
-    tolerance.angle_relative_error = angle_relative_error
+    budgets.angle_relative_error = angle_relative_error
 
 
 def worst_ratios(report) -> dict:
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--design-start",
         action="store_true",
-        help="grade with DESIGN.md's starting formula 2 u (|a|+|b|) + 4 2^-24 |phi| (|a|+|b|) instead",
+        help="grade with the design's first starting formula 2 u (|a|+|b|) + 4 2^-24 |phi| (|a|+|b|) instead",
     )
     args = ap.parse_args(argv)
     if args.design_start:

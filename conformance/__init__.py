@@ -1,13 +1,13 @@
 """posref conformance: grade a third-party PyTorch implementation against the golden vectors.
 
-Public names: ``Unsupported`` (raise it in an adapter to skip a case), ``RopeSpec``,
-``assert_conforms`` and ``run_conformance``. torch is imported lazily, only when grading.
+Public names: ``Unsupported`` (raise it in an adapter to skip a case), ``assert_conforms`` and
+``run_conformance``, and each family's spec class (``RopeSpec``, ...), found through the family
+registry (conformance.core.registry). torch is imported lazily, only when grading.
 """
 
 from conformance.errors import Unsupported, UsageError
-from conformance.spec import RopeSpec
 
-__all__ = ["Unsupported", "UsageError", "RopeSpec", "assert_conforms", "run_conformance"]
+__all__ = ["Unsupported", "UsageError", "assert_conforms", "run_conformance"]
 
 
 def __getattr__(name):
@@ -15,4 +15,8 @@ def __getattr__(name):
         from conformance import api
 
         return getattr(api, name)
+    if not name.startswith("_"):
+        from conformance.core import registry
+
+        return registry.export(name)
     raise AttributeError(name)

@@ -4,7 +4,7 @@ Each command module exposes ``add_parser(subparsers)``, which registers its sub-
 ``func`` to a callable ``(args) -> int`` (the exit code). Heavy imports (torch, numba kernels)
 happen inside those callables so that ``posref --help`` stays fast.
 
-Exit codes (DESIGN.md): 0 passed, 1 some case or identity failed, 2 usage or target error,
+Exit codes (docs/design.md): 0 passed, 1 some case or identity failed, 2 usage or target error,
 3 golden vectors fail their integrity check.
 """
 

@@ -657,24 +657,6 @@ def make_invoker(
 # Isolated invoker: server and worker side
 
 
-def _same_tensor(a, b) -> bool:
-    """Bit-for-bit equality (NaN equals the same NaN; -0.0 differs from 0.0: both are writes)."""
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if torch.equal(a, b):  # the common case, one pass
-        return True
-
-    def raw(t):
-        return t.detach().contiguous().reshape(-1).view(torch.uint8)
-
-    try:
-        return torch.equal(raw(a), raw(b))
-    except (RuntimeError, TypeError):  # a dtype without a byte view: value equality only
-        return False
-
-
 def _watch_parent(parent_pid: int) -> None:
     """Exit when the parent goes away, even if the adapter is stuck in a loop."""
     while True:
@@ -869,9 +851,11 @@ def _snapshot(args: tuple) -> dict:
 
 
 def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
+    from conformance.core.tensors import same_bits
+
     if outcome.kind != "ok":
         return pickle.dumps((outcome.kind, outcome.error, outcome.traceback))
-    mutated = {i: args[i] for i, before in pristine.items() if not _same_tensor(args[i], before)}
+    mutated = {i: args[i] for i, before in pristine.items() if not same_bits(args[i], before)}
     try:
         value = _detached(outcome.value)
         return pickle.dumps(("ok", value, mutated), protocol=pickle.HIGHEST_PROTOCOL)

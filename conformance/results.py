@@ -1,6 +1,7 @@
 """The runner's result model: what every report (terminal, JSON, JUnit, Markdown, plot) reads.
 
-Field names follow the JSON report contract in DESIGN.md; ``Report.to_json()`` is that document.
+Field names follow the JSON report contract in docs/design.md; ``Report.to_json()`` is that
+document.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ VERDICTS = ("pass", "fail", "error", "skip", "acceptable")
 
 @dataclass
 class Diagnosis:
-    """One explanation of a failure: a stable code from DESIGN.md and a one-line message."""
+    """One explanation of a failure: a stable code (conformance.core.codes or a family's
+    ``Family.codes``) and a one-line message."""
 
     code: str
     message: str
@@ -71,7 +73,8 @@ class Report:
     target: str
     environment: dict
     profile: str
-    detected_layout: Optional[str] = None
+    # What the protocol's probe found (RoPE: {"summary", "detected_layout", ...}); None without one.
+    probe: Optional[dict] = None
     cases: list = field(default_factory=list)  # list[CaseResult]
     identities: list = field(default_factory=list)  # list[IdentityResult]
 
@@ -95,7 +98,7 @@ class Report:
             "environment": self.environment,
             "profile": self.profile,
             "summary": self.summary(),
-            "detected_layout": self.detected_layout,
+            "probe": self.probe,
             "cases": [c.to_json() for c in self.cases],
             "identities": [i.to_json() for i in self.identities],
         }

@@ -1,11 +1,12 @@
 """The grading loop: golden cases x dtypes through a protocol and an invoker into a Report.
 
-Generic over protocols (conformance.protocols): the runner never looks inside a case. For each
+Generic over protocols (conformance.core.registry): the runner never looks inside a case. For each
 selected case (``--cases`` glob on the case id) and each requested dtype (once per case for
 dtype-free protocols) it builds the adapter's arguments, calls the adapter through the invoker
 (conformance.isolation), grades the returned value and decides the verdict:
 
-    skip        the adapter raised conformance.Unsupported, or the case's layout is not graded
+    skip        the adapter raised conformance.Unsupported, or the protocol's probe found that the
+                implementation does not do what the case needs (e.g. its pair layout)
     error       the adapter raised, crashed or timed out (diagnosis raised / crashed / timeout)
     fail        a validation problem (shape, dtype, device, NaN/Inf, input mutated) or the
                 profile's budget ratio above 1; diagnosis.diagnose() explains the numbers
@@ -13,11 +14,11 @@ dtype-free protocols) it builds the adapter's arguments, calls the adapter throu
     pass        within the profile's budget (and, for standard, within strict as well)
 
 Before grading, the golden vectors' integrity is checked (reference.golden.verify.check):
-any problem raises IntegrityError (exit code 3). Then the layout is detected for protocols that
-have one (conformance.layout), cases are graded, and the black-box identities
-(conformance.blackbox.run_blackbox) run once per dtype (once in all for dtype-free protocols).
-User code never crashes the runner: every call goes through the invoker, and every returned
-value through validation.
+any problem raises IntegrityError (exit code 3). Then the protocol's probe runs (RoPE: the pair
+layout), cases are graded, and the protocol's black-box identities run once per dtype (once in
+all for dtype-free protocols). Everything family-specific comes through the protocol's hooks
+(conformance.core.protocol). User code never crashes the runner: every call goes through the
+invoker, and every returned value through validation.
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
-from conformance import layout as layout_mod
-from conformance import protocols, tolerance
+from conformance.core import registry, tolerance
+from conformance.core.tensors import torch_dtype
 from conformance.errors import UsageError
 from conformance.isolation import check_timeout, error_line
 from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
 
 DEFAULT_DTYPES = ("float32", "bfloat16")
-LAYOUT_CHOICES = ("auto", "half", "interleaved")
 DEVICES = ("cpu", "cuda")
 
 
@@ -70,9 +70,10 @@ class Options:
 
 def check_options(opts: Options) -> Options:
     """Validate and normalise options; OptionError (one line) names the bad one."""
-    protocols.get(opts.protocol)  # UsageError for an unknown protocol
-    if opts.layout not in LAYOUT_CHOICES:
-        raise OptionError(f"layout must be one of {', '.join(LAYOUT_CHOICES)}, got {opts.layout!r}")
+    proto = registry.get(opts.protocol)  # UsageError for an unknown protocol
+    choices = ("auto",) + tuple(proto.layouts)
+    if opts.layout not in choices:
+        raise OptionError(f"layout must be one of {', '.join(choices)} for {opts.protocol}, got {opts.layout!r}")
     if isinstance(opts.dtypes, str):
         opts.dtypes = (opts.dtypes,)
     dtypes = tuple(dict.fromkeys(opts.dtypes or DEFAULT_DTYPES))
@@ -179,13 +180,11 @@ def _verdict(graded, profile: str) -> str:
     return "pass"
 
 
-def _diagnose(case, spec, prepared, graded, dtype) -> tuple[list, list]:
-    """(diagnoses, notes) from conformance.diagnosis; a failure of its own becomes a note, so
+def _diagnose(proto, case, spec, prepared, graded, dtype) -> tuple[list, list]:
+    """(diagnoses, notes) from the protocol's diagnosis; a failure of its own becomes a note, so
     that it never stops the run."""
-    from conformance import diagnosis
-
     try:
-        found = diagnosis.diagnose(case, spec, prepared.inputs_f64, graded.output_f64, dtype)
+        found = proto.diagnose(case, spec, prepared, graded, dtype)
     except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not hide the verdict
         return [], [f"diagnosis could not run: {error_line(exc)}"]
     return list(found or []), []
@@ -234,7 +233,7 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
             if extra_diagnosis is not None and all(d.code != extra_diagnosis.code for d in result.diagnoses):
                 result.diagnoses.insert(0, extra_diagnosis)
             if graded.gradable:
-                found, notes = _diagnose(case, spec, prepared, graded, result.dtype)
+                found, notes = _diagnose(proto, case, spec, prepared, graded, result.dtype)
                 codes = {d.code for d in result.diagnoses}
                 result.diagnoses.extend(d for d in found if d.code not in codes)
                 result.notes.extend(notes)
@@ -243,28 +242,12 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     return result
 
 
-def _templates(proto, cases) -> dict:
-    """Per layout, a spec to probe with: the first case of that layout, else any case."""
-    specs = [proto.spec(c) for c in cases]
-    out = {}
-    for lay in layout_mod.LAYOUTS:
-        same = [s for s in specs if s.layout == lay]
-        out[lay] = same[0] if same else specs[0]
-    return out
-
-
-def _blackbox(invoker, opts: Options, follows: str, dtype_free: bool) -> list:
-    from conformance import blackbox
-    from conformance.protocols.base import torch_dtype
-
+def _blackbox(proto, invoker, opts: Options, probe) -> list:
     results = []
     # A dtype-free protocol's adapter never sees the dtype: one round of checks is enough.
-    for dtype in opts.dtypes[:1] if dtype_free else opts.dtypes:
+    for dtype in opts.dtypes[:1] if proto.dtype_free else opts.dtypes:
         try:
-            found = blackbox.run_blackbox(
-                invoker, opts.protocol, dtype=torch_dtype(dtype), device=opts.device, layout=follows
-            )
-            results.extend(found or [])
+            results.extend(proto.blackbox(invoker, torch_dtype(dtype), opts.device, probe) or [])
         except Exception as exc:  # noqa: BLE001 - report it as an identity error, keep going
             results.append(
                 IdentityResult(
@@ -295,7 +278,7 @@ def run(
     from conformance.isolation import make_invoker
 
     opts = check_options(opts)
-    proto = protocols.get(opts.protocol)
+    proto = registry.get(opts.protocol)
     if target is None and fn is not None:
         from conformance.loader import target_of
 
@@ -323,23 +306,17 @@ def run(
     try:
         if opts.isolate:
             invoker.start()  # load errors are UsageErrors: surface them before grading
-        plan, follows = None, "half"
-        if proto.has_layout:
-            detection = layout_mod.detect(invoker, proto, _templates(proto, cases), opts.dtypes[0], opts.device)
-            plan = layout_mod.plan(detection, opts.layout)
-            report.detected_layout = detection.detected
-            if opts.layout != "auto":
-                follows = opts.layout
-            elif detection.detected in layout_mod.LAYOUTS:
-                follows = detection.detected
+        probe = proto.probe(invoker, cases, opts)
+        if probe is not None:
+            report.probe = {"summary": probe.describe(), **probe.to_json()}
         dtypes = (None,) if proto.dtype_free else opts.dtypes
         total = len(cases) * len(dtypes)
         if progress is not None:
             progress.start(total)
         for case in cases:
             spec = proto.spec(case)
-            skip_reason = plan.skip_reason.get(spec.layout) if plan else None
-            extra = plan.swapped.get(spec.layout) if plan else None
+            skip_reason = probe.skip_reason(spec) if probe is not None else None
+            extra = probe.diagnosis(spec) if probe is not None else None
             for dtype in dtypes:
                 if skip_reason:
                     result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[skip_reason])
@@ -350,7 +327,7 @@ def run(
                 if progress is not None:
                     progress.advance(result)
         if opts.identities:
-            report.identities = _blackbox(invoker, opts, follows, proto.dtype_free)
+            report.identities = _blackbox(proto, invoker, opts, probe)
     finally:
         invoker.close()
     if progress is not None:

@@ -1,12 +1,6 @@
-"""Small PyTorch RoPE implementations written for posref: correct ones and deliberately buggy ones.
+"""Small PyTorch implementations written for posref, one folder per family: correct ones in
+``examples/<family>/`` and deliberately buggy ones, one per diagnosis code, in
+``examples/<family>/buggy/``.
 
-Each module exposes adapters for the conformance protocols (DESIGN.md "Protocols"):
-
-    apply(x, positions, spec)   rope.apply: x [batch, seq, heads, head_dim], positions int64 [b, s]
-    cache(positions, spec)      rope.cache: (cos, sin), each [batch, seq, rotary_dim // 2]
-    frequencies(spec, seq_len)  rope.frequencies: (inv_freq [rotary_dim // 2], attention_factor)
-
-Grade one with ``posref conform examples/hf_rotate_half.py:apply --protocol rope.apply``.
-The modules in ``examples/buggy/`` each carry one bug; their docstrings name the diagnosis code
-the runner should report.
+Grade one with ``posref conform examples/rope/hf_rotate_half.py:apply --protocol rope.apply``.
 """

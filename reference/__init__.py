@@ -1,7 +1,9 @@
 """posref reference: float64 ground truth for Transformer positional encodings.
 
-Never imports torch. Families live in subpackages (``reference.rope``, ...); the identity registry
-in ``reference.identities``; golden-vector generation and storage in ``reference.golden``.
+Never imports torch. Each family lives in one subpackage (``reference.rope``, ...) with its math,
+kernels, oracle, identities and vector catalog; ``reference.families`` discovers them. Shared by
+every family: the identity registry (``reference.identities``) and the golden-vector machinery
+(``reference.golden``). docs/design.md describes the layout.
 """
 
 __version__ = "0.1.0"

@@ -100,3 +100,26 @@ def by_id(report):
 def worst(report, dtype=None):
     vals = [c.budget_ratio for c in report.cases if c.verdict != "skip" and (dtype is None or c.dtype == dtype)]
     return max(v if v is not None else np.inf for v in vals)
+
+
+def run_blackbox(invoker, protocol, *, dtype, device="cpu", layout="half"):
+    """A protocol's black-box checks with the layout a probe would have found (or declared)."""
+    from conformance.core import registry
+    from conformance.rope.probe import LayoutProbe
+
+    probe = LayoutProbe(declared=layout) if layout in ("half", "interleaved") else None
+    return registry.get(protocol).blackbox(invoker, dtype, device, probe)
+
+
+def detected_layout(report):
+    """The layout rope.apply's probe detected (None when undecided or without a probe)."""
+    return (report.probe or {}).get("detected_layout")
+
+
+def diagnose(case, spec, inputs_f64, output_f64, dtype):
+    """The diagnoses the runner would get for a failing output of ``case`` (by its protocol)."""
+    from conformance.core import registry
+    from conformance.core.protocol import Graded, Prepared
+
+    proto = registry.get(case.protocol)
+    return proto.diagnose(case, spec, Prepared((), dict(inputs_f64)), Graded(output_f64=output_f64), dtype)

@@ -16,14 +16,16 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 def add_parser(subparsers) -> None:
-    from conformance import protocols
-    from conformance.runner import DEFAULT_DTYPES, LAYOUT_CHOICES
-    from conformance.tolerance import DTYPES, PROFILES
+    from conformance.core import registry
+    from conformance.core.tolerance import DTYPES, PROFILES
+    from conformance.runner import DEFAULT_DTYPES
 
     p = subparsers.add_parser("conform", help=HELP, description=HELP + ".")
     p.add_argument("target", metavar="TARGET", help="the adapter: package.module:name or path/to/file.py:name")
-    p.add_argument("--protocol", required=True, metavar="NAME", help=f"one of: {', '.join(protocols.names())}")
-    p.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES, help="pair layout (default: detect it)")
+    p.add_argument("--protocol", required=True, metavar="NAME", help=f"one of: {', '.join(registry.protocol_names())}")
+    p.add_argument("--layout", default="auto", metavar="LAYOUT",
+                   help="the layout the implementation uses, for protocols that have layouts (rope.apply: "
+                        "half or interleaved); default auto: the protocol's probe detects it")
     p.add_argument(
         "--dtype",
         dest="dtypes",
@@ -47,7 +49,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from conformance import protocols
+    from conformance.core import registry
     from conformance.errors import UsageError
     from conformance.loader import load_target
     from conformance.reports import write_reports
@@ -65,7 +67,7 @@ def run(args) -> int:
         isolate=args.isolate,
         timeout=args.timeout,
     )
-    protocols.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
+    registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     fn = None if args.isolate else load_target(args.target)
     reporter = TerminalReporter()

@@ -139,7 +139,7 @@ def run_list(args) -> int:
 
     cases = _load_cases(args.protocol)
     if args.protocol is not None and not cases:
-        known = ", ".join(sorted(store.PROTOCOL_ARRAYS))
+        known = ", ".join(store.protocol_names())
         raise UsageError(f"--protocol: no cases for {args.protocol!r}; known: {known}")
     if args.json:
         rows = [{"id": c.id, "protocol": c.protocol, "comment": c.comment, "flags": c.flags}

@@ -27,8 +27,13 @@ class ReportValidationError(RuntimeError):
 
 
 def schema() -> dict:
-    """The report JSON Schema (shipped as package data next to the conformance package)."""
-    return json.loads(_schema_text())
+    """The report JSON Schema (shipped as package data next to the conformance package), with
+    the diagnosis codes of every registered family as the enum of ``diagnosis.code``."""
+    from conformance.core import registry
+
+    doc = json.loads(_schema_text())
+    doc["$defs"]["diagnosis"]["properties"]["code"]["enum"] = sorted(registry.codes())
+    return doc
 
 
 @lru_cache(maxsize=1)

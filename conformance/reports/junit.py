@@ -2,7 +2,7 @@
 
     <testsuites name="posref" tests= failures= errors= skipped= time=>
       <testsuite name="posref.<protocol>" ...>
-        <properties>  suite version, vectors digest, target, profile, layout, environment.*
+        <properties>  suite version, vectors digest, target, profile, probe.*, environment.*
         <testcase classname="<protocol>" name="<case id>[<dtype>]" time=...>   one per case x dtype
           <failure message= type=<first diagnosis code>>  for fail
           <error ...>                                      for error
@@ -62,9 +62,11 @@ def build(report) -> ET.Element:
         ("posref.protocol", report.protocol),
         ("posref.target", report.target),
         ("posref.profile", report.profile),
-        ("posref.detected_layout", report.detected_layout or ""),
         ("posref.summary", summary_line(report, digest_chars=None)),
     ]
+    for key, value in (report.probe or {}).items():
+        if not isinstance(value, dict):
+            fields.append((f"posref.probe.{key}", "" if value is None else str(value)))
     for key, value in (report.environment or {}).items():
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)

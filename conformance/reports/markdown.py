@@ -59,7 +59,8 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out.append(_row("Protocol", report.protocol))
     out.append(_row("Target", _code(report.target)))
     out.append(_row("Profile", report.profile))
-    out.append(_row("Detected layout", report.detected_layout or "-"))
+    if report.probe:
+        out.append(_row("Probe", report.probe.get("summary") or "-"))
     out.append(_row("Environment", _environment(report.environment)))
     out.append("")
 

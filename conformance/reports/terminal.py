@@ -180,7 +180,8 @@ class TerminalReporter:
             con.print(Text(f"  ... and {len(groups) - MAX_DETAIL_LINES} more kinds of failure "
                            "(see --json)"))
 
-        con.print(Text(f"detected layout: {report.detected_layout or '-'}"))
+        if report.probe:
+            con.print(Text(f"probe: {report.probe.get('summary') or '-'}"))
         con.print(Text(f"suite {report.suite_version}, vectors {report.vectors_digest}"))
         con.print(Text(summary_line(report), style=OVERALL_STYLES.get(summary["overall"], "")))
 

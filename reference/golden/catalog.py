@@ -1,168 +1,54 @@
-"""The catalog of golden cases for RoPE: which cases exist, their parameters and why.
+"""The catalog of golden cases: the records every family's catalog is made of, and the registry
+that collects them.
 
-Pure data, no arrays: ``reference.golden.generate`` turns each test into arrays. A case id is
-``<protocol>/<group>/<test>``; ids are part of the public contract (reviews cite them), so rename
-nothing here without bumping the suite version. Sizes are kept small on purpose (2 to 4 heads, at
-most 8 tokens per row, a few positions per long-context case): the conformance runner grades the
-whole catalog in four dtypes in seconds, and vectors/ stays about a megabyte.
+Each family declares its vectors in ``reference/<family>/vectors.py`` (docs/design.md):
 
-Every test carries a comment that says why it exists, and flags; ``NOTES`` explains each flag
-(Wycheproof style: bugType, description, links).
+- ``NOTES``: {flag: {"bugType", "description", "links"}} explaining every flag its tests carry
+  (Wycheproof style);
+- ``PROTOCOLS``: {protocol name: :class:`VectorProtocol`}: the arrays of a case, its parameter
+  schema, how inputs are built, how expected values are computed (golden mode), their shapes,
+  and how mpmath computes them exactly (certification);
+- ``groups()``: the list of :class:`GroupSpec` (one JSON file and one .npz each).
+
+A case id is ``<protocol>/<group>/<test>``; ids are part of the public contract (reviews cite
+them): never rename or reuse one; changing what an id holds means bumping the suite version.
+Pure data: nothing here computes arrays (``reference.golden.generate`` does).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import ModuleType
+from typing import Callable, Mapping
 
-# --------------------------------------------------------------------------------------------
-# Flags
+from reference import families
 
-ROFORMER = "https://arxiv.org/abs/2104.09864"
-HF_LLAMA = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py"
-HF_ROPE_UTILS = "https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py"
-NEOX = "https://github.com/EleutherAI/gpt-neox/blob/main/megatron/model/positional_embeddings.py"
-MESH_JAX = "https://github.com/kingoflolz/mesh-transformer-jax/blob/master/mesh_transformer/layers.py"
-META_LLAMA = "https://github.com/meta-llama/llama-models/blob/main/models/llama3/model.py"
-FP16 = "https://en.wikipedia.org/wiki/Half-precision_floating-point_format"
-FP32 = "https://en.wikipedia.org/wiki/Single-precision_floating-point_format"
-
-NOTES: dict[str, dict] = {
-    "WorkedExample": {
-        "bugType": "BASIC",
-        "description": "A small example that can be checked by hand from the RoFormer formulas "
-        "(eq. 15: pair i turns by m * theta_i, theta_i = base^(-2i/d)).",
-        "links": [ROFORMER],
-    },
-    "SourceMisprint": {
-        "bugType": "KNOWN_BUG",
-        "description": "A secondary source prints wrong numbers for this example; the values here "
-        "are recomputed from the formula (see the test's comment). Code tuned to the printed "
-        "numbers fails this case.",
-        "links": [ROFORMER],
-    },
-    "ModelConfig": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Head size, rotary size, base and pair layout of a released model, so a "
-        "port of that model is graded on its own configuration.",
-        "links": [HF_ROPE_UTILS],
-    },
-    "HalfSplit": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Half-split layout: pairs (j, j + r/2), rotate_half as in GPT-NeoX and "
-        "Hugging Face Llama/Qwen. An interleaved implementation fails it.",
-        "links": [NEOX, HF_LLAMA],
-    },
-    "Interleaved": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Interleaved layout: pairs (2i, 2i + 1), rotate_every_two as in GPT-J and "
-        "the complex form of Meta's Llama code. A half-split implementation fails it.",
-        "links": [MESH_JAX, META_LLAMA, ROFORMER],
-    },
-    "PartialRotary": {
-        "bugType": "FUNCTIONALITY",
-        "description": "rotary_dim < head_dim: only the first rotary_dim features rotate (with "
-        "theta_i = base^(-2i/rotary_dim)); the tail must pass through unchanged.",
-        "links": [NEOX, MESH_JAX],
-    },
-    "UncommonHeadDim": {
-        "bugType": "EDGE_CASE",
-        "description": "Head size whose pair count is not a power of two (or is unusually large); "
-        "catches kernels that assume 64 pairs or a power-of-two tile.",
-        "links": [ROFORMER],
-    },
-    "Prefill": {
-        "bugType": "BASIC",
-        "description": "Prompt processing: positions 0, 1, ..., s-1. Position 0 is the identity.",
-        "links": [ROFORMER],
-    },
-    "Decode": {
-        "bugType": "FUNCTIONALITY",
-        "description": "KV-cache decode step: one token at a large position. Catches code that "
-        "uses arange(seq_len) instead of the given positions.",
-        "links": [HF_LLAMA],
-    },
-    "LeftPadding": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Left-padded batch with Hugging Face position ids (cumsum of the attention "
-        "mask minus 1, padding filled with 1): rows start their real tokens at different "
-        "offsets and padding repeats a position.",
-        "links": [HF_LLAMA],
-    },
-    "RowOffsets": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Each batch row has its own position offset (continuous batching, chunked "
-        "prefill). Catches broadcasting one row's positions to the whole batch.",
-        "links": [HF_LLAMA],
-    },
-    "RepeatedPositions": {
-        "bugType": "EDGE_CASE",
-        "description": "The same position appears several times in a row (padding, speculative or "
-        "tree decoding); each token must get that position's rotation.",
-        "links": [HF_LLAMA],
-    },
-    "Float16IntegerLimit": {
-        "bugType": "EDGE_CASE",
-        "description": "Positions around 2^11 = 2048, past which float16 cannot hold every "
-        "integer: positions or angles kept in float16 collide here.",
-        "links": [FP16],
-    },
-    "Float16Overflow": {
-        "bugType": "EDGE_CASE",
-        "description": "Positions at and past 65504, the largest finite float16: positions cast "
-        "to float16 become inf (or 65504) here.",
-        "links": [FP16],
-    },
-    "Float32IntegerLimit": {
-        "bugType": "EDGE_CASE",
-        "description": "Positions around 2^24, past which float32 cannot hold every integer. "
-        "float32 angle rounding exceeds a radian here, so the standard profile's budget is wide; "
-        "the strict profile still discriminates.",
-        "links": [FP32],
-    },
-    "LongContext": {
-        "bugType": "FUNCTIONALITY",
-        "description": "Positions of 2^17 and beyond (long-context models): the angle m * theta "
-        "is large and its float32 rounding grows with m.",
-        "links": [HF_ROPE_UTILS],
-    },
-    "FrequencyTable": {
-        "bugType": "BASIC",
-        "description": "The frequency ladder theta_i = base^(-2i/r), i = 0..r/2-1, and the "
-        "attention factor (1 without scaling).",
-        "links": [ROFORMER, HF_ROPE_UTILS],
-    },
-}
-
-# --------------------------------------------------------------------------------------------
-# Catalog records
+ROUNDINGS = ("correct", "faithful")
 
 
 @dataclass(frozen=True)
 class TestSpec:
-    """One case. ``positions`` holds one tuple per batch row (int64 in the vectors)."""
+    """One case: its name (the last part of the id), why it exists, and its flags. A family
+    subclasses it with the fields that describe its inputs (positions, heads, ...)."""
 
     name: str
     comment: str
     flags: tuple[str, ...]
-    positions: tuple[tuple[int, ...], ...] = ()
-    heads: int = 2
-    x: tuple | None = None  # fixed input [b][s][h][d] instead of seeded random values
-    seq_len: int | None = None  # default: max position + 1
 
 
 @dataclass(frozen=True)
 class TestGroupSpec:
-    """Tests sharing parameters: head_dim, rotary_dim, base, layout, scaling."""
+    """Tests sharing parameters (the ``params`` of one test group in the metadata)."""
 
     params: dict
-    tests: tuple[TestSpec, ...]
+    tests: tuple
     source: str = ""
 
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """One metadata file + one npz: ``vectors/<protocol>/<name>.json``."""
+    """One metadata file + one npz: ``vectors/<protocol>/<name>.json`` and ``.npz``."""
 
     protocol: str
     name: str
@@ -173,333 +59,80 @@ class GroupSpec:
     def key(self) -> str:
         return f"{self.protocol}/{self.name}"
 
-
-def rope_params(head_dim, base=10000.0, layout="half", rotary_dim=None) -> dict:
-    return {
-        "head_dim": head_dim,
-        "rotary_dim": head_dim if rotary_dim is None else rotary_dim,
-        "base": float(base),
-        "layout": layout,
-        "scaling": None,
-    }
+    @property
+    def family(self) -> str:
+        return self.protocol.split(".", 1)[0]
 
 
-# --------------------------------------------------------------------------------------------
-# Position patterns (one function per pattern; each returns a TestSpec)
+@dataclass(frozen=True)
+class VectorProtocol:
+    """What the generic golden machinery needs to know about one protocol's vectors.
 
-LAYOUT_FLAG = {"half": "HalfSplit", "interleaved": "Interleaved"}
+    arrays         role -> dtype ("float64", "int64", ...) of every array a case stores, inputs
+                   first, in storage order
+    inputs         the roles that are inputs (seeded or fixed; re-derived and compared bit for bit)
+    params_schema  JSON Schema of a case's merged parameters (group params updated by test params)
+    build          (case_id, group params, test) -> (test params, {input role: array})
+    compute        (params, inputs, backend) -> {output role: float64 array}, golden mode
+    shapes         (params, {role: array}) -> {role: expected shape}
+    exact          (params, inputs) -> {output role: object array of mpmath.mpf}, the exact values
+                   the stored ones are certified against
+    rounding       "correct" (every stored value is the nearest double to the exact one) or
+                   "faithful" (within one ulp: reductions)
+    """
 
+    name: str
+    arrays: Mapping[str, str]
+    inputs: tuple[str, ...]
+    params_schema: Mapping
+    build: Callable
+    compute: Callable
+    shapes: Callable
+    exact: Callable
+    rounding: str = "correct"
 
-def prefill(n=8, extra=""):
-    return TestSpec(
-        f"prefill-{n}",
-        f"Prompt of {n} tokens at positions 0..{n - 1}; position 0 must be the identity.{extra}",
-        ("Prefill",),
-        (tuple(range(n)),),
-    )
+    def __post_init__(self):
+        if self.rounding not in ROUNDINGS:
+            raise ValueError(f"rounding: {self.name} has {self.rounding!r}; use one of {ROUNDINGS}")
+        if not set(self.inputs) <= set(self.arrays):
+            raise ValueError(f"inputs: {self.name} lists inputs that are not arrays")
 
-
-def decode(position, extra=""):
-    return TestSpec(
-        f"decode-{position}",
-        f"One decode step with a KV cache: a single token at position {position}.{extra}",
-        ("Decode",) + (("LongContext",) if position >= 2**17 else ()),
-        ((position,),),
-        heads=4,
-    )
-
-
-def _hf_left_padded(length, pads):
-    # transformers: position_ids = attention_mask.cumsum(-1) - 1, then masked_fill(mask == 0, 1)
-    return tuple(1 if j < pads else j - pads for j in range(length))
-
-
-def left_padded():
-    rows = tuple(_hf_left_padded(6, p) for p in (0, 2, 4))
-    return TestSpec(
-        "left-padded",
-        "Batch of 3 left-padded rows (0, 2 and 4 pad tokens) with Hugging Face position ids: "
-        f"{[list(r) for r in rows]}. Real tokens start at different offsets; pads repeat position 1.",
-        ("LeftPadding", "RepeatedPositions"),
-        rows,
-    )
-
-
-def row_offsets(starts=(0, 100, 4093)):
-    rows = tuple(tuple(range(s, s + 4)) for s in starts)
-    return TestSpec(
-        "row-offsets",
-        f"Three rows continuing from different cache lengths {list(starts)} (continuous batching): "
-        "each row must use its own positions.",
-        ("RowOffsets",),
-        rows,
-    )
-
-
-def repeated():
-    row = (0, 3, 3, 3, 9, 9)
-    return TestSpec(
-        "repeated",
-        f"Positions {list(row)}: a position repeated within a row must give each token the same "
-        "rotation (no running counter).",
-        ("RepeatedPositions",),
-        (row,),
-    )
-
-
-def around(power):
-    p = 2**power
-    base_rows = [p - 2, p - 1, p, p + 1]
-    flags = {11: ("Float16IntegerLimit",), 16: ("Float16Overflow",), 20: ("LongContext",),
-             24: ("Float32IntegerLimit", "LongContext")}[power]
-    why = {
-        11: "float16 holds every integer only up to 2048; 2049 is the first it cannot.",
-        16: "65504 is the largest finite float16 and 65520 already rounds to inf; float16 "
-        "positions overflow here.",
-        20: "a long-context position: rounding m * theta to float32 moves the angle by up to "
-        "about 2^-24 * m * theta, a sixteenth of a radian for theta_0 = 1.",
-        24: "float32 holds every integer only up to 2^24; 2^24 + 1 is the first it cannot. "
-        "Angles need extended precision for the float64 reference to stay within 1-2 ulp.",
-    }[power]
-    if power == 16:
-        base_rows = [65503, 65504, p - 1, p, p + 1]
-    return TestSpec(
-        f"around-2p{power}",
-        f"Positions {base_rows} around 2^{power}: {why}",
-        flags,
-        (tuple(base_rows),),
-    )
-
-
-def _configured(tests, layout, *extra_flags):
-    """The pattern tests with the configuration's flags appended."""
-    return tuple(replace(t, flags=t.flags + extra_flags + (LAYOUT_FLAG[layout],)) for t in tests)
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(role for role in self.arrays if role not in self.inputs)
 
 
 # --------------------------------------------------------------------------------------------
-# Model configurations (head_dim, rotary_dim, base, layout) as published in their configs
-
-MODELS = {
-    "llama2-d128": dict(
-        params=rope_params(128, 1e4, "half"),
-        source="Llama-2-7B as in Hugging Face transformers: hidden 4096 / 32 heads, rope_theta "
-        "10000, rotate_half layout (https://huggingface.co/meta-llama/Llama-2-7b-hf).",
-        context=4096,
-    ),
-    "llama2-d128-meta": dict(
-        params=rope_params(128, 1e4, "interleaved"),
-        source="Llama-2-7B in Meta's reference code: the same frequencies applied to interleaved "
-        "pairs through complex multiplication (freqs_cis).",
-        context=4096,
-    ),
-    "llama3-d128": dict(
-        params=rope_params(128, 5e5, "half"),
-        source="Llama-3-8B: head 128, rope_theta 500000, rotate_half layout "
-        "(https://huggingface.co/meta-llama/Meta-Llama-3-8B).",
-        context=8192,
-    ),
-    "qwen2-d128": dict(
-        params=rope_params(128, 1e6, "half"),
-        source="Qwen2-7B: hidden 3584 / 28 heads = 128, rope_theta 1000000, rotate_half layout "
-        "(https://huggingface.co/Qwen/Qwen2-7B).",
-        context=32768,
-    ),
-    "gpt-neox-20b": dict(
-        params=rope_params(96, 1e4, "half", rotary_dim=24),
-        source="GPT-NeoX-20B: hidden 6144 / 64 heads = 96, rotary_pct 0.25 so rotary_dim 24, "
-        "rotary_emb_base 10000, rotate_half layout (https://huggingface.co/EleutherAI/gpt-neox-20b).",
-        context=2048,
-    ),
-    "gpt-j-6b": dict(
-        params=rope_params(256, 1e4, "interleaved", rotary_dim=64),
-        source="GPT-J-6B: n_embd 4096 / 16 heads = 256, rotary_dim 64, rotate_every_two "
-        "(interleaved) layout (https://huggingface.co/EleutherAI/gpt-j-6b).",
-        context=2048,
-    ),
-}
+# Registry (discovered: every family with a vectors module)
 
 
-def _model_flags(name):
-    params = MODELS[name]["params"]
-    flags = ("ModelConfig",)
-    if params["rotary_dim"] < params["head_dim"]:
-        flags += ("PartialRotary",)
-    return flags
+@lru_cache(maxsize=None)
+def _modules() -> tuple[ModuleType, ...]:
+    found = (families.part(name, "vectors") for name in families.names())
+    return tuple(m for m in found if m is not None)
 
 
-def _model_group(protocol, name, tests):
-    model = MODELS[name]
-    layout = model["params"]["layout"]
-    return GroupSpec(
-        protocol,
-        name,
-        model["source"],
-        (TestGroupSpec(model["params"], _configured(tests, layout, *_model_flags(name)),
-                       model["source"]),),
-    )
+def protocols() -> dict[str, VectorProtocol]:
+    """Every protocol that has vectors, by name."""
+    return {name: proto for module in _modules() for name, proto in module.PROTOCOLS.items()}
 
 
-# --------------------------------------------------------------------------------------------
-# Worked examples
-
-_PAIR_TRUE = (2 * math.cos(1.0) - 3 * math.sin(1.0), 2 * math.sin(1.0) + 3 * math.cos(1.0))
-PAIR_COMMENT = (
-    "The pair [2, 3] rotated at m = 1 with d = 2 (theta_0 = 1): [2 cos 1 - 3 sin 1, "
-    f"2 sin 1 + 3 cos 1] = [{_PAIR_TRUE[0]:.4f}, {_PAIR_TRUE[1]:.4f}]. The source document "
-    "misprints this as [-1.6245, 3.0252] (an arithmetic error); the expected values here are "
-    "the true ones."
-)
-D512_COMMENT = (
-    "theta_i = 10000^(-2i/512) for d = 512: theta_1 = 10000^(-2/512) = 0.96466 and theta_255 "
-    "= 10000^(-510/512) = 1.0366e-4. The source document misprints theta_255 as about 1.58e-5; "
-    "the expected values here are the true ones."
-)
-D512_APPLY_COMMENT = (
-    "d = 512 (256 pairs) at positions 0, 1, 2: the worked example's frequency ladder, "
-    "theta_1 = 0.96466 and theta_255 = 1.0366e-4 (the source misprints theta_255 as 1.58e-5)."
-)
+def protocol(name: str) -> VectorProtocol:
+    """The VectorProtocol of ``name``; KeyError for a protocol without vectors."""
+    return protocols()[name]
 
 
-def _pair_test(name, layout):
-    return TestSpec(name, PAIR_COMMENT, ("WorkedExample", "SourceMisprint", LAYOUT_FLAG[layout]),
-                    ((1,),), heads=1, x=((((2.0, 3.0),),),))
-
-
-WORKED_APPLY = GroupSpec(
-    "rope.apply",
-    "worked-example",
-    "Hand-checkable examples from the RoFormer formulas, with the values the seed document "
-    "misprints recomputed.",
-    (
-        TestGroupSpec(rope_params(2, 1e4, "half"), (_pair_test("pair-2-3-m1", "half"),)),
-        TestGroupSpec(rope_params(2, 1e4, "interleaved"),
-                      (_pair_test("pair-2-3-m1-interleaved", "interleaved"),)),
-        TestGroupSpec(
-            rope_params(512, 1e4, "half"),
-            (TestSpec("d512", D512_APPLY_COMMENT, ("WorkedExample", "SourceMisprint", "HalfSplit"),
-                      ((0, 1, 2),), heads=1),),
-        ),
-    ),
-)
-
-# --------------------------------------------------------------------------------------------
-# rope.apply
-
-
-def _apply_groups():
-    groups = [WORKED_APPLY]
-    groups.append(_model_group("rope.apply", "llama2-d128", (
-        prefill(), decode(4095, " The last position of Llama-2's 4096-token context."),
-        decode(8191, " Twice Llama-2's context: positions past training are still well defined."),
-        left_padded(), row_offsets(), repeated(),
-        around(11), around(16), around(20), around(24),
-    )))
-    groups.append(_model_group("rope.apply", "llama2-d128-meta", (
-        prefill(), decode(4095), left_padded(), around(16), around(24),
-    )))
-    groups.append(_model_group("rope.apply", "llama3-d128", (
-        prefill(), decode(8191, " The last position of Llama-3's 8192-token context."),
-        decode(131071, " The last position of a 128K context (Llama-3.1 length)."),
-        row_offsets(), around(20), around(24),
-    )))
-    groups.append(_model_group("rope.apply", "qwen2-d128", (
-        prefill(), decode(131071, " The last position of a 128K context."),
-        left_padded(), around(16), around(24),
-    )))
-    groups.append(_model_group("rope.apply", "gpt-neox-20b", (
-        prefill(), decode(2047, " The last position of GPT-NeoX-20B's 2048-token context."),
-        left_padded(), around(11), around(16), around(24),
-    )))
-    groups.append(_model_group("rope.apply", "gpt-j-6b", (
-        prefill(), decode(2047, " The last position of GPT-J's 2048-token context."),
-        row_offsets(), around(11), around(24),
-    )))
-    groups.append(_head_dims_group((prefill(), around(16))))
-    return groups
-
-
-HEAD_DIMS = {
-    64: "head 64 (e.g. Llama-3.2-1B: hidden 2048 / 32 heads)",
-    80: "head 80: 40 pairs, not a power of two",
-    96: "head 96: 48 pairs, not a power of two (e.g. Phi-3-mini: hidden 3072 / 32 heads)",
-    256: "head 256: 128 pairs (e.g. Gemma-7B)",
-}
-UNCOMMON_HEAD_DIMS = (80, 96, 256)  # flagged UncommonHeadDim
-
-
-def _head_dims_group(tests):
-    """rope.apply/head-dims: ``tests`` at every head size of HEAD_DIMS, in both layouts."""
-    test_groups = []
-    for d, why in HEAD_DIMS.items():
-        for layout, layout_flag in LAYOUT_FLAG.items():
-            flags = (layout_flag,) + (("UncommonHeadDim",) if d in UNCOMMON_HEAD_DIMS else ())
-            configured = tuple(replace(t, name=f"d{d}-{layout}-{t.name}", flags=t.flags + flags,
-                                       comment=f"{why}, {layout} layout, base 10000. {t.comment}")
-                               for t in tests)
-            test_groups.append(TestGroupSpec(rope_params(d, 1e4, layout), configured))
-    return GroupSpec("rope.apply", "head-dims",
-                     "Full rotary at the head sizes in common use, in both layouts.",
-                     tuple(test_groups))
-
-
-# --------------------------------------------------------------------------------------------
-# rope.cache: cos and sin per pair, independent of layout
-
-
-def _cache_groups():
-    worked = GroupSpec(
-        "rope.cache", "worked-example",
-        "The cos/sin table of the worked example.",
-        (TestGroupSpec(rope_params(2, 1e4, "half"), (TestSpec(
-            "m1-d2", "d = 2 at m = 1: cos = cos 1 = 0.5403, sin = sin 1 = 0.8415 (the rotation "
-            "behind the worked example [2, 3] -> [-1.4438, 3.3038]; the source misprints it).",
-            ("WorkedExample", "SourceMisprint"), ((0, 1),)),)),),
-    )
-    return [
-        worked,
-        _model_group("rope.cache", "llama2-d128", (prefill(), decode(4095), around(16), around(24))),
-        _model_group("rope.cache", "llama3-d128", (decode(131071), around(20))),
-        _model_group("rope.cache", "gpt-neox-20b", (prefill(), left_padded())),
-        _model_group("rope.cache", "gpt-j-6b", (prefill(), around(11))),
-    ]
-
-
-# --------------------------------------------------------------------------------------------
-# rope.frequencies
-
-
-def _frequency_test(name, comment, flags, seq_len):
-    return TestSpec(name, comment, ("FrequencyTable",) + flags, seq_len=seq_len)
-
-
-def _frequency_groups():
-    groups = [GroupSpec(
-        "rope.frequencies", "worked-example", "The d = 512 frequency ladder of the worked example.",
-        (TestGroupSpec(rope_params(512, 1e4, "half"), (_frequency_test(
-            "d512-thetas", D512_COMMENT, ("WorkedExample", "SourceMisprint"), 512),)),),
-    )]
-    for name, model in MODELS.items():
-        if name == "llama2-d128-meta":
-            continue  # same frequencies as llama2-d128
-        p = model["params"]
-        comment = (f"inv_freq for rotary_dim {p['rotary_dim']}, base {p['base']:g}; "
-                   "no scaling, so attention_factor is 1.")
-        groups.append(GroupSpec("rope.frequencies", name, model["source"], (TestGroupSpec(
-            p, (_frequency_test("inv-freq", comment, _model_flags(name), model["context"]),),
-            model["source"]),)))
-    test_groups = []
-    for d, why in HEAD_DIMS.items():
-        flags = ("UncommonHeadDim",) if d in UNCOMMON_HEAD_DIMS else ()
-        test_groups.append(TestGroupSpec(rope_params(d, 1e4, "half"), (_frequency_test(
-            f"d{d}", f"{why}: inv_freq for base 10000.", flags, 4096),)))
-    groups.append(GroupSpec("rope.frequencies", "head-dims",
-                            "Frequency ladders at the head sizes in common use.", tuple(test_groups)))
-    return groups
+def notes(protocol_name: str) -> dict:
+    """The flag notes of the family that owns ``protocol_name``."""
+    for module in _modules():
+        if protocol_name in module.PROTOCOLS:
+            return module.NOTES
+    raise KeyError(protocol_name)
 
 
 def all_groups() -> list[GroupSpec]:
-    """Every group of every protocol, in a fixed order."""
-    return _apply_groups() + _cache_groups() + _frequency_groups()
+    """Every group of every family, in a fixed order (families by name, then their own order)."""
+    return [group for module in _modules() for group in module.groups()]
 
 
 def select(family: str | None = None) -> list[GroupSpec]:
@@ -508,10 +141,7 @@ def select(family: str | None = None) -> list[GroupSpec]:
     groups = all_groups()
     if family is None:
         return groups
-    chosen = [
-        g for g in groups
-        if family in (g.protocol.split(".")[0], g.protocol, g.key, g.name)
-    ]
+    chosen = [g for g in groups if family in (g.family, g.protocol, g.key, g.name)]
     if not chosen:
         raise ValueError(f"family: no case group matches {family!r}")
     return chosen

@@ -1,7 +1,8 @@
-"""Generate the golden vectors from the catalog with the float64 reference (``reference.rope``).
+"""Generate the golden vectors from every family's catalog with its float64 reference.
 
-For each group of ``catalog``: build every test's inputs (seeded by the case id, see ``inputs``),
-compute the expected arrays with the chosen backend, and write ``<protocol>/<group>.json`` and
+For each group (``catalog.all_groups()``): build every test's inputs and parameters (the
+protocol's ``build``: seeded by the case id, see ``inputs``), compute the expected arrays with
+the chosen backend (``compute``), and write ``<protocol>/<group>.json`` and
 ``<protocol>/<group>.npz``; then write MANIFEST.json. The metadata holds no timestamps, versions
 or backend, and the npz bytes are deterministic (``npzio``), so regenerating with the same backend
 gives byte-identical files; other backends agree within ``verify.REDERIVE_ULPS``.
@@ -18,7 +19,6 @@ from typing import Callable
 import numpy as np
 
 from reference.golden import catalog, manifest, npzio, store
-from reference.golden.inputs import representable_inputs
 
 VECTORS_SCHEMA = "vectors.schema.json"
 HEADER = [
@@ -31,66 +31,20 @@ HEADER = [
 ]
 
 
-def _positions(test: catalog.TestSpec) -> np.ndarray:
-    rows = {len(r) for r in test.positions}
-    if len(rows) != 1:
-        raise ValueError(f"{test.name}: position rows must have equal lengths")
-    return np.array(test.positions, dtype=np.int64)
+def case_inputs(protocol: str, case_id: str, params: dict, test) -> tuple[dict, dict]:
+    """(test params, input arrays) of one catalog case (the protocol's ``build``)."""
+    return catalog.protocol(protocol).build(case_id, params, test)
 
 
 def compute(protocol: str, params: dict, inputs: dict, backend: str) -> dict[str, np.ndarray]:
-    """The expected arrays of one case from its inputs (also used by ``verify --rederive``).
-
-    rope.apply: ``expected`` = reference.rope.apply(x, positions) [b, s, h, head_dim];
-    rope.cache: ``cos``, ``sin`` = reference.rope.cos_sin(positions) [b, s, r/2];
-    rope.frequencies: ``inv_freq`` [r/2] and ``attention_factor`` (0-d) from
-    reference.rope.frequencies. All float64.
-    """
-    from reference import rope
-
-    r, base = params["rotary_dim"], params["base"]
-    if protocol == "rope.apply":
-        expected = rope.apply(inputs["x"], inputs["positions"], rotary_dim=r, base=base,
-                              layout=params["layout"], backend=backend)
-        return {"expected": np.asarray(expected, dtype=np.float64)}
-    if protocol == "rope.cache":
-        cos, sin = rope.cos_sin(inputs["positions"], r, base, backend=backend)
-        return {"cos": np.asarray(cos, dtype=np.float64), "sin": np.asarray(sin, dtype=np.float64)}
-    if protocol == "rope.frequencies":
-        inv, factor = rope.frequencies(r, base, scaling=params["scaling"],
-                                       seq_len=params["seq_len"])
-        return {"inv_freq": np.asarray(inv, dtype=np.float64),
-                "attention_factor": np.array(factor, dtype=np.float64)}
-    raise ValueError(f"protocol: no generator for {protocol!r}")
-
-
-INPUT_ROLES = {
-    "rope.apply": ("x", "positions"),
-    "rope.cache": ("positions",),
-    "rope.frequencies": (),
-}
-
-
-def case_inputs(protocol: str, case_id: str, params: dict, test: catalog.TestSpec) -> dict:
-    """The input arrays of one catalog case (``INPUT_ROLES``): positions int64 [b, s] from the
-    catalog and, for rope.apply, x [b, s, heads, head_dim] (fixed, or seeded by the case id)."""
-    if protocol == "rope.frequencies":
-        return {}
-    positions = _positions(test)
-    if protocol == "rope.cache":
-        return {"positions": positions}
-    b, s = positions.shape
-    if test.x is not None:
-        x = np.array(test.x, dtype=np.float64)
-        if x.shape != (b, s, test.heads, params["head_dim"]):
-            raise ValueError(f"{case_id}: fixed x has shape {x.shape}")
-    else:
-        x = representable_inputs(case_id, (b, s, test.heads, params["head_dim"]))
-    return {"x": x, "positions": positions}
+    """The expected arrays of one case from its inputs (also used by ``verify --rederive``)."""
+    return catalog.protocol(protocol).compute(params, inputs, backend)
 
 
 def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str, np.ndarray]]:
     """(metadata, arrays) of one group file."""
+    proto = catalog.protocol(group.protocol)
+    notes = catalog.notes(group.protocol)
     arrays: dict[str, np.ndarray] = {}
     test_groups = []
     used_flags: set[str] = set()
@@ -100,20 +54,16 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
         for test in tg.tests:
             tc_id += 1
             case_id = f"{group.key}/{test.name}"
-            params = dict(tg.params)
-            inputs = case_inputs(group.protocol, case_id, params, test)
-            seq_len = test.seq_len
-            if seq_len is None:
-                seq_len = int(inputs["positions"].max()) + 1
-            params["seq_len"] = seq_len
-            outputs = compute(group.protocol, params, inputs, backend)
+            test_params, inputs = proto.build(case_id, dict(tg.params), test)
+            params = {**tg.params, **test_params}
+            outputs = proto.compute(params, inputs, backend)
             names = {}
-            for role in store.PROTOCOL_ARRAYS[group.protocol]:
+            for role, dtype in proto.arrays.items():
                 value = inputs[role] if role in inputs else outputs[role]
                 key = f"{test.name}.{role}"
                 if key in arrays:
                     raise ValueError(f"{case_id}: duplicate test name in {group.key}")
-                arrays[key] = np.array(value, dtype=store.PROTOCOL_ARRAYS[group.protocol][role], order="C")
+                arrays[key] = np.array(value, dtype=dtype, order="C")
                 names[role] = key
             used_flags.update(test.flags)
             tests.append({
@@ -121,7 +71,7 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
                 "id": case_id,
                 "comment": test.comment,
                 "flags": list(test.flags),
-                "params": {"seq_len": seq_len},
+                "params": test_params,
                 "arrays": names,
             })
         entry = {"params": dict(tg.params)}
@@ -129,7 +79,7 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
             entry["source"] = tg.source
         entry["tests"] = tests
         test_groups.append(entry)
-    unknown = used_flags - set(catalog.NOTES)
+    unknown = used_flags - set(notes)
     if unknown:
         raise ValueError(f"{group.key}: flags without a note: {sorted(unknown)}")
     meta = {
@@ -141,7 +91,7 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
         "arraysFile": f"{group.name}.npz",
         "numberOfTests": tc_id,
         "header": HEADER,
-        "notes": {flag: catalog.NOTES[flag] for flag in catalog.NOTES if flag in used_flags},
+        "notes": {flag: notes[flag] for flag in notes if flag in used_flags},
         "testGroups": test_groups,
     }
     return meta, arrays

@@ -9,13 +9,8 @@ folder as ``reference/golden/vectors/``, see ``vectors_dir``)::
 
 A case id is ``<protocol>/<group>/<test>``, e.g. ``rope.apply/llama2-d128/decode-4095``. Each case's
 parameters are its test group's ``params`` updated by the test's own ``params`` (``seq_len`` for
-example). Per protocol (shapes use r = rotary_dim):
-
-- ``rope.apply``        arrays ``x`` [b, s, h, head_dim], ``positions`` int64 [b, s], ``expected``
-                        [b, s, h, head_dim];
-- ``rope.cache``        arrays ``positions`` int64 [b, s], ``cos`` and ``sin`` [b, s, r/2] in pair
-                        order (pair i turns by positions * theta_i, whatever the layout);
-- ``rope.frequencies``  arrays ``inv_freq`` [r/2] and ``attention_factor`` (0-d).
+example). The arrays of each protocol, and its parameters, are declared by the family that owns
+it (``reference/<family>/vectors.py``, see ``reference.golden.catalog``).
 
 This module only reads; ``reference.golden.verify`` checks integrity (hashes, schema, pickles).
 """
@@ -36,13 +31,21 @@ SUITE_VERSION = "0.1.0"
 MANIFEST_NAME = "MANIFEST.json"
 ENV_VAR = "POSREF_VECTORS_DIR"  # overrides where vectors_dir() looks
 
-# Arrays each protocol's cases carry, with their dtype (the metadata names them per test).
-PROTOCOL_ARRAYS: dict[str, dict[str, str]] = {
-    "rope.apply": {"x": "float64", "positions": "int64", "expected": "float64"},
-    "rope.cache": {"positions": "int64", "cos": "float64", "sin": "float64"},
-    "rope.frequencies": {"inv_freq": "float64", "attention_factor": "float64"},
-}
-PARAM_KEYS = ("head_dim", "rotary_dim", "base", "layout", "scaling", "seq_len")
+
+
+def protocol_arrays(protocol: str) -> dict[str, str] | None:
+    """{role: dtype} of the arrays each case of ``protocol`` carries; None for an unknown one."""
+    from reference.golden import catalog
+
+    proto = catalog.protocols().get(protocol)
+    return None if proto is None else dict(proto.arrays)
+
+
+def protocol_names() -> list[str]:
+    """Every protocol some family declares vectors for."""
+    from reference.golden import catalog
+
+    return sorted(catalog.protocols())
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 
+from reference.golden import catalog, store
 from reference.golden import manifest as manifest_mod
-from reference.golden import store
 from reference.golden.npzio import NpzError, read_npz
 
 REDERIVE_ULPS = 4.0
@@ -56,19 +56,27 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 
 @lru_cache(maxsize=None)
 def schema_validator(name: str):
+    return _validator_for(json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8")))
+
+
+def _validator_for(schema):
     import jsonschema
 
-    schema = json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
 
 
-def schema_errors(document, name: str) -> list[str]:
-    """One line per violation of schemas/<name>, as '<json path>: <message>'."""
+def _errors(validator, document) -> list[str]:
+    """One line per violation, as '<json path>: <message>'."""
     out = []
-    for error in sorted(schema_validator(name).iter_errors(document), key=lambda e: list(e.path)):
+    for error in sorted(validator.iter_errors(document), key=lambda e: list(e.path)):
         where = "/".join(str(p) for p in error.absolute_path) or "(top)"
         out.append(f"{where}: {error.message}")
     return out
+
+
+def schema_errors(document, name: str) -> list[str]:
+    """One line per violation of schemas/<name>."""
+    return _errors(schema_validator(name), document)
 
 
 def unsafe_path_reason(rel: str, root: Path) -> str | None:
@@ -166,10 +174,12 @@ def _check_group(root: Path, rel: str, npz_cache: dict) -> list[Problem]:
         say("duplicate test ids")
     for flag in sorted({f for t in tests for f in t["flags"]} - set(meta["notes"])):
         say(f"flag {flag} has no entry in notes")
-    expected_roles = store.PROTOCOL_ARRAYS.get(protocol)
+    expected_roles = store.protocol_arrays(protocol)
     if expected_roles is None:
         say(f"unknown protocol {protocol!r}")
         return problems
+    proto = catalog.protocol(protocol)
+    params_validator = _validator_for(proto.params_schema)
     npz_rel = f"{protocol}/{meta['arraysFile']}"
     arrays = npz_cache.get(npz_rel)
     for tg in meta["testGroups"]:
@@ -177,20 +187,21 @@ def _check_group(root: Path, rel: str, npz_cache: dict) -> list[Problem]:
             if not test["id"].startswith(f"{protocol}/{group}/"):
                 say(f"{test['id']}: id must start with {protocol}/{group}/")
             params = {**tg["params"], **test["params"]}
-            missing = [k for k in store.PARAM_KEYS if k not in params]
-            if missing:
-                say(f"{test['id']}: parameters missing: {', '.join(missing)}")
+            bad_params = _errors(params_validator, params)
+            for message in bad_params:
+                say(f"{test['id']}: parameters: {message}")
             if set(test["arrays"]) != set(expected_roles):
                 say(f"{test['id']}: arrays {sorted(test['arrays'])}, protocol needs "
                     f"{sorted(expected_roles)}")
                 continue
-            if arrays is None or missing:
+            if arrays is None or bad_params:
                 continue
-            problems.extend(_check_case_arrays(npz_rel, test, params, arrays, expected_roles))
+            problems.extend(_check_case_arrays(npz_rel, test, params, arrays, proto))
     return problems
 
 
-def _check_case_arrays(npz_rel, test, params, arrays, roles) -> list[Problem]:
+def _check_case_arrays(npz_rel, test, params, arrays, proto) -> list[Problem]:
+    roles = proto.arrays
     out = []
     case = {}
     for role, key in test["arrays"].items():
@@ -203,27 +214,11 @@ def _check_case_arrays(npz_rel, test, params, arrays, roles) -> list[Problem]:
         case[role] = arrays[key]
     if out:
         return out
-    shapes = _expected_shapes(test["id"].split("/")[0], params, case)
-    for role, shape in shapes.items():
+    for role, shape in proto.shapes(params, case).items():
         if case[role].shape != shape:
             out.append(Problem(npz_rel, f"{test['id']}: {role} has shape {case[role].shape}, "
                                         f"expected {shape}"))
     return out
-
-
-def _expected_shapes(protocol, params, case) -> dict:
-    half = params["rotary_dim"] // 2
-    if protocol == "rope.frequencies":
-        return {"inv_freq": (half,), "attention_factor": ()}
-    positions = case["positions"]
-    if positions.ndim != 2:
-        return {"positions": ("batch", "seq")}
-    b, s = positions.shape
-    if protocol == "rope.cache":
-        return {"cos": (b, s, half), "sin": (b, s, half)}
-    x = case["x"]
-    heads = x.shape[2] if x.ndim == 4 else "heads"
-    return {"x": (b, s, heads, params["head_dim"]), "expected": (b, s, heads, params["head_dim"])}
 
 
 def check(directory=None) -> list[Problem]:
@@ -277,8 +272,6 @@ def compare(stored: np.ndarray, recomputed: np.ndarray, role: str) -> float:
 
 def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Problem]:
     """Recompute every case and compare within REDERIVE_ULPS (run ``check`` first)."""
-    from reference.golden import catalog, generate
-
     catalog_tests = {}
     for group in catalog.all_groups():
         for tg in group.test_groups:
@@ -287,15 +280,16 @@ def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Proble
     problems = []
     for case in store.iter_cases(directory=directory):
         npz_rel = f"{case.protocol}/{case.group}.npz"
-        inputs = {r: case.arrays[r] for r in generate.INPUT_ROLES[case.protocol]}
+        proto = catalog.protocol(case.protocol)
+        inputs = {r: case.arrays[r] for r in proto.inputs}
         if case.id in catalog_tests:
             params, test = catalog_tests[case.id]
-            fresh = generate.case_inputs(case.protocol, case.id, params, test)
+            _, fresh = proto.build(case.id, dict(params), test)
             for role, value in fresh.items():
                 if not np.array_equal(value, inputs[role]):
                     problems.append(Problem(npz_rel, f"{case.id}: input {role} differs from the "
                                                      "catalog's seeded input"))
-        outputs = generate.compute(case.protocol, case.params, inputs, backend)
+        outputs = proto.compute(case.params, inputs, backend)
         for role, value in outputs.items():
             ulps = compare(case.arrays[role], value, role)
             if not ulps <= REDERIVE_ULPS:

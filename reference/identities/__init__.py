@@ -6,10 +6,11 @@ and returns its largest residual (a float), the ``bound`` that residual must sta
 we ``expect``: ``"holds"`` or ``"violated-by-design"`` (e.g. Gaussian-kernel RoPE is not shift
 invariant, on purpose). The bound's justification is written in the check's docstring.
 
-One module per family lives next to this file (``reference/identities/rope.py``, ...); each
-registers its identities at import time with :func:`register`. Modules are discovered, so a new
-family is added by adding a module. The registry itself is the module-level dict ``REGISTRY``,
-keyed by id (the shape of HF's one-dict registries such as ``ROPE_INIT_FUNCTIONS``).
+Each family keeps its identities in its own folder, ``reference/<family>/identities.py``, which
+registers them at import time with :func:`register`. Families are discovered
+(``reference.families``), so a new family adds its module and edits nothing here. The registry
+itself is the module-level dict ``REGISTRY``, keyed by id (the shape of HF's one-dict registries
+such as ``ROPE_INIT_FUNCTIONS``).
 
 :func:`run_identities` evaluates them and grades each one:
 
@@ -20,9 +21,7 @@ keyed by id (the shape of HF's one-dict registries such as ``ROPE_INIT_FUNCTIONS
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -112,10 +111,11 @@ def _origin(fn) -> tuple:
 
 
 def load_all() -> None:
-    """Import every family module in this package so that each registers its identities."""
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    """Import every family's identities module so that each registers its identities."""
+    from reference import families as discovered
+
+    for name in discovered.names():
+        discovered.part(name, "identities")
 
 
 def families() -> list:

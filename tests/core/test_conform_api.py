@@ -8,7 +8,7 @@ import pytest
 
 from conformance import assert_conforms, run_conformance
 from conformance.results import Report
-from support import shifted_positions, style, style_target
+from support import detected_layout, shifted_positions, style, style_target
 
 CASES = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/decode-4095"
 
@@ -33,7 +33,7 @@ def test_run_conformance_accepts_a_target_string():
     report = run_conformance(style_target("gptj_every_two"), "rope.apply", dtypes=("float16",),
                              cases="rope.apply/gpt-j-6b/*", identities=False)
     assert report.target.endswith("rope_styles.py:gptj_every_two")
-    assert report.detected_layout == "interleaved"
+    assert detected_layout(report) == "interleaved"
     assert all(c.repro.startswith("posref conform ") for c in report.cases)
 
 
@@ -109,7 +109,7 @@ def test_reports_of_a_non_finite_implementation_are_valid(tmp_path):
     from conformance.reports import json_report
     from support import ROOT
 
-    report = run_conformance(str(ROOT / "examples" / "buggy" / "non_finite.py") + ":apply", "rope.apply",
+    report = run_conformance(str(ROOT / "examples" / "rope" / "buggy" / "non_finite.py") + ":apply", "rope.apply",
                              dtypes=("float32",), cases="rope.apply/llama2-d128/around-2p16",
                              identities=False)
     (case,) = report.cases

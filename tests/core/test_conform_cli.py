@@ -22,7 +22,7 @@ def test_exit_0_when_everything_passes(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert code == 0
     assert "rope.apply/llama2-d128/decode-4095" in out
-    assert "detected layout: half" in out
+    assert "probe: detected layout: half" in out
 
 
 def test_exit_1_when_a_case_fails(capsys):
@@ -112,7 +112,7 @@ def test_report_files(tmp_path, capsys):
     assert code == 1
     doc = json.loads(paths["json"].read_text())
     for key in ("suite_version", "vectors_digest", "protocol", "target", "environment", "summary",
-                "detected_layout", "cases", "identities"):
+                "probe", "cases", "identities"):
         assert key in doc
     for key in ("python", "torch", "numpy", "numba", "device", "dtypes"):
         assert key in doc["environment"]

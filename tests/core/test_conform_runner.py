@@ -8,6 +8,7 @@ from conformance import run_conformance
 from conformance.runner import repro_snippet, Options
 from support import (  # noqa: F401
     by_id,
+    detected_layout,
     mutates_input,
     raises,
     reference_adapter,
@@ -137,7 +138,7 @@ def test_cache_protocol():
     report = run_conformance(style("hf_cache"), "rope.cache", identities=False)
     assert report.summary()["overall"] == "pass"
     assert {c.dtype for c in report.cases} == {"float32"}  # dtype-free: graded in the returned dtype
-    assert report.detected_layout is None
+    assert detected_layout(report) is None
 
     def bf16_angle_cache(positions, spec):
         inv = 1.0 / spec.base ** (torch.arange(0, spec.rotary_dim, 2).float() / spec.rotary_dim)
@@ -212,7 +213,7 @@ def test_unreadable_outputs_are_verdicts_not_crashes():
 
     for fn in (meta_tensor, generator):
         report = run(fn, cases="rope.apply/llama2-d128/prefill-8")
-        assert report.detected_layout is None
+        assert detected_layout(report) is None
         case = report.cases[0]
         assert case.verdict == "fail"
         assert case.diagnoses[0].code in ("dtype-changed", "shape-changed")

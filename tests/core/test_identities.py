@@ -108,7 +108,7 @@ def test_a_second_identity_under_the_same_id_is_refused(monkeypatch):
 def test_reimporting_a_family_module_is_not_a_duplicate():
     import importlib
 
-    import reference.identities.rope as rope_identities
+    import reference.rope.identities as rope_identities
 
     importlib.reload(rope_identities)
     assert "rope.orthogonality" in identities.REGISTRY

@@ -385,7 +385,7 @@ def test_isolated_without_fork_still_recovers(target_file, monkeypatch):
 
 def test_mutation_check_is_bitwise():
     torch = pytest.importorskip("torch")
-    from conformance.isolation import _same_tensor
+    from conformance.core.tensors import same_bits as _same_tensor
 
     a = torch.tensor([1.0, float("nan"), 0.0])
     assert _same_tensor(a, a.clone())  # NaN in the input is not a modification

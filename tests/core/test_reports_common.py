@@ -66,7 +66,8 @@ def sample_report(**overrides) -> Report:
                      "numba": "0.68.1", "device": "cpu",
                      "dtypes": ["float32", "bfloat16", "float16"]},
         profile="standard",
-        detected_layout="half",
+        probe={"summary": "detected layout: half", "detected_layout": "half", "declared_layout": "auto",
+               "follows": {"half": "half", "interleaved": "half"}, "reason": None},
         cases=cases,
         identities=identities,
     )

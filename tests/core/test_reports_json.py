@@ -1,4 +1,4 @@
-"""--json: the document has DESIGN.md's fields, is strict JSON, and matches the shipped schema."""
+"""--json: the document has the design's fields, is strict JSON, and matches the shipped schema."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from conformance.results import CaseResult, Diagnosis
 from test_reports_common import DIGEST, sample_report
 
 TOP_LEVEL = ["suite_version", "vectors_digest", "protocol", "target", "environment", "profile",
-             "summary", "detected_layout", "cases", "identities"]
+             "summary", "probe", "cases", "identities"]
 CASE_KEYS = {"id", "dtype", "verdict", "max_abs_error", "budget_ratio", "worst_index",
              "diagnoses", "repro"}
-# DESIGN.md, Diagnosis: the stable codes
+# The stable codes the shipped families emit (core and RoPE); the schema lists every registered one.
 CODES = {"layout-swapped", "rotation-reversed", "position-offset", "positions-ignored",
          "wrong-base", "frequency-exponent", "angle-precision", "pair-angle-mismatch",
          "rotary-dim-mismatch", "attention-factor", "scaling-mismatch", "input-mutated",
@@ -122,7 +122,7 @@ def test_invalid_report_is_not_written(tmp_path):
 
 
 def test_empty_report_is_valid():
-    r = sample_report(cases=[], identities=[], detected_layout=None)
+    r = sample_report(cases=[], identities=[], probe=None)
     doc = json_report.document(r)
     assert doc["summary"]["overall"] == "skip"
 
@@ -132,13 +132,23 @@ def test_dash_writes_to_stdout(capsys):
     assert _strict_load(capsys.readouterr().out)["protocol"] == "rope.apply"
 
 
-def test_schema_is_a_valid_schema_and_lists_the_design_codes():
+def test_schema_is_a_valid_schema_and_lists_every_registered_code():
+    from conformance.core import registry
+
     schema = json_report.schema()
     jsonschema.validators.validator_for(schema).check_schema(schema)
-    assert set(schema["$defs"]["diagnosis"]["properties"]["code"]["enum"]) == CODES
+    codes = set(schema["$defs"]["diagnosis"]["properties"]["code"]["enum"])
+    assert codes == set(registry.codes()) and CODES <= codes
     assert schema["required"] == TOP_LEVEL
     assert set(schema["$defs"]["case"]["properties"]["verdict"]["enum"]) == {
         "pass", "fail", "error", "skip", "acceptable"}
+
+
+def test_an_unregistered_code_is_refused():
+    r = sample_report()
+    r.cases = [CaseResult("rope.apply/g/t", "float32", "fail", 1.0, 2.0, [0], [Diagnosis("made-up", "m")])]
+    with pytest.raises(json_report.ReportValidationError):
+        json_report.validate(json_report.document(r))
 
 
 def test_every_design_code_validates():

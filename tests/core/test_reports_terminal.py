@@ -42,7 +42,7 @@ def test_table_lists_every_case_and_the_summary_line():
     row = next(l for l in lines if "decode-4095" in l and "│" in l)
     assert "812" in row and "1.37" in row and "position-offset" in row
     assert any("shift-invariance" in l and "fail" in l for l in lines)  # identities table
-    assert "detected layout: half" in lines
+    assert "probe: detected layout: half" in lines
     assert f"suite 0.1.0, vectors {DIGEST}" in lines
     assert "FAIL positions shifted by +1: 1 case\n      rope.apply/llama2-d128/decode-4095 [bfloat16]\n" in out
     assert "ERROR ZeroDivisionError: division by zero: 1 case" in out
@@ -82,8 +82,8 @@ def test_context_manager_stops_the_progress_bar_on_error():
 
 
 def test_empty_report():
-    out, _ = _run(sample_report(cases=[], identities=[], detected_layout=None))
-    assert "no cases were graded" in out and "detected layout: -" in out
+    out, _ = _run(sample_report(cases=[], identities=[], probe=None))
+    assert "no cases were graded" in out and "probe:" not in out  # no probe, no line
     assert out.splitlines()[-1].startswith("posref 0.1.0 rope.apply: 0 passed")
 
 

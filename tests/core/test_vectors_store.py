@@ -50,8 +50,6 @@ def test_every_metadata_file_is_valid_against_the_schema(path):
 
 @pytest.mark.parametrize("spoil", [
     lambda m: m["testGroups"][0]["tests"][0].pop("comment"),
-    lambda m: m["testGroups"][0]["params"].__setitem__("layout", "sideways"),
-    lambda m: m["testGroups"][0]["tests"][0]["params"].__setitem__("bogus", 1),
     lambda m: m.__setitem__("arraysFile", "../x.npz"),
     lambda m: m["notes"]["Prefill"].pop("bugType"),
     lambda m: m.pop("numberOfTests"),
@@ -61,6 +59,20 @@ def test_schema_rejects_broken_metadata(spoil):
     assert list(_validator("vectors.schema.json").iter_errors(meta)) == []
     spoil(meta)
     assert list(_validator("vectors.schema.json").iter_errors(meta))
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda params: params.__setitem__("layout", "sideways"),
+    lambda params: params.__setitem__("bogus", 1),
+    lambda params: params.pop("seq_len"),
+])
+def test_family_params_schema_rejects_broken_parameters(spoil):
+    """A case's parameters are checked against the schema of the family owning the protocol."""
+    validator = jsonschema.Draft202012Validator(catalog.protocol("rope.apply").params_schema)
+    params = dict(store.get_case("rope.apply/llama2-d128/decode-4095").params)
+    assert list(validator.iter_errors(params)) == []
+    spoil(params)
+    assert list(validator.iter_errors(params))
 
 
 def test_manifest_is_valid_and_its_digest_is_the_documented_rule():
@@ -111,9 +123,9 @@ def test_pinned_case_ids_stay_stable(case_id):
     assert (case.protocol, case.group, case.test) == tuple(case_id.split("/"))
     for key, value in PINNED[case_id].items():
         assert case.params[key] == value, key
-    assert set(case.params) >= set(store.PARAM_KEYS)
+    assert set(case.params) >= set(catalog.protocol(case.protocol).params_schema["required"])
     assert case.comment and case.flags
-    assert set(case.arrays) == set(store.PROTOCOL_ARRAYS[case.protocol])
+    assert set(case.arrays) == set(store.protocol_arrays(case.protocol))
 
 
 def test_decode_4095_is_one_token_at_4095():
@@ -149,7 +161,7 @@ def test_arrays_follow_the_protocol_contract():
     for case in ALL_CASES:
         p = case.params
         half = p["rotary_dim"] // 2
-        for role, dtype in store.PROTOCOL_ARRAYS[case.protocol].items():
+        for role, dtype in store.protocol_arrays(case.protocol).items():
             assert case.arrays[role].dtype == np.dtype(dtype), (case.id, role)
         if case.protocol == "rope.frequencies":
             assert case.arrays["inv_freq"].shape == (half,)
@@ -290,7 +302,7 @@ def test_catalog_tests_have_comments_and_known_flags():
         for tg in group.test_groups:
             for test in tg.tests:
                 assert len(test.comment) > 20, test.name
-                assert set(test.flags) <= set(catalog.NOTES), test.name
+                assert set(test.flags) <= set(catalog.notes(group.protocol)), test.name
 
 
 def test_catalog_select():

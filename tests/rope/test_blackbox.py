@@ -1,4 +1,4 @@
-"""conformance.blackbox: identity checks run on an implementation through an invoker."""
+"""conformance.rope.blackbox: RoPE's identity checks run on an implementation through an invoker."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 
 import reference.rope as rr  # noqa: E402
 from conformance import Unsupported  # noqa: E402
-from conformance.blackbox import run_blackbox  # noqa: E402
+from support import run_blackbox  # noqa: E402
 from conformance.isolation import Outcome, make_invoker  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rope"
 APPLY_CHECKS = {"inputs-not-mutated", "dtype-preserved", "shape-preserved", "norm-per-pair", "shift-invariance",
                 "linearity", "position-zero", "non-contiguous", "batch-independence", "determinism"}
 
@@ -245,8 +245,10 @@ def test_frequency_checks():
     assert named["determinism"].diagnoses[0].code == "not-deterministic"
 
 
-def test_unknown_protocol_has_no_checks():
-    assert run_blackbox(ScriptedInvoker(Outcome("ok", 1)), "alibi.slopes", dtype=torch.float32) == []
+def test_a_protocol_without_checks_runs_none():
+    from conformance.core.protocol import Protocol
+
+    assert Protocol().blackbox(ScriptedInvoker(Outcome("ok", 1)), torch.float32, "cpu", None) == []
 
 
 def test_inputs_are_rounded_to_the_dtype_before_comparing():

@@ -1,4 +1,4 @@
-"""Tolerance calibration on real implementation styles (DESIGN.md, Tolerance model).
+"""Tolerance calibration on real implementation styles (docs/design.md, tolerance model).
 
 Correct mainstream styles (HF rotate_half, Meta complex freqs_cis, GPT-J rotate_every_two; all
 with float32 angles) pass the standard profile in float32, float16 and bfloat16 on every golden

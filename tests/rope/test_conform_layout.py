@@ -3,9 +3,10 @@
 import pytest
 
 from conformance import run_conformance
-from conformance.layout import Detection, plan
+from conformance.rope.probe import LayoutProbe, _plan
 from support import (  # noqa: F401
     by_id,
+    detected_layout,
     fixed_interleaved,
     reference_adapter,
     style,
@@ -33,7 +34,7 @@ def run(fn, **kw):
     ],
 )
 def test_auto_detects_the_layout(fn, detected):
-    assert run(fn).detected_layout == detected
+    assert detected_layout(run(fn)) == detected
 
 
 def test_fixed_layout_grades_its_cases_and_skips_the_others():
@@ -75,9 +76,10 @@ def test_swapped_implementation_fails_every_case_with_layout_swapped():
         assert "layout-swapped" in [d.code for d in case.diagnoses]
 
 
-def test_plan_for_undetermined_layout_grades_everything():
-    p = plan(Detection(follows={"half": None, "interleaved": None}, detected=None), "auto")
-    assert p.graded == ("half", "interleaved") and not p.skip_reason and not p.swapped
+def test_undetermined_layout_grades_everything():
+    probe = LayoutProbe(follows={"half": None, "interleaved": None})
+    _plan(probe)
+    assert not probe.skip and not probe.swapped
 
 
 def test_unsupported_layout_is_named_in_the_skip_reason():

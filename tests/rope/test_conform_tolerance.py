@@ -1,11 +1,13 @@
-"""The budget formulas (conformance.tolerance; derivation in docs/tolerance.md)."""
+"""The budget formulas (conformance.core.tolerance and conformance.rope.budgets; derivation in
+docs/tolerance.md)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from conformance import tolerance as T
+from conformance.core import tolerance as T
+from conformance.rope import budgets as B
 
 
 def test_unit_roundoffs_match_torch():
@@ -26,7 +28,7 @@ def test_standard_admits_float32_tables_even_for_float64():
 
 def test_rotation_budget_formula():
     mag, phi, r, base = 2.0, 1000.0, 128, 1e4
-    b = T.rotation_budget(np.full(64, mag), np.full(64, phi), r, base, "bfloat16", "standard")
+    b = B.rotation_budget(np.full(64, mag), np.full(64, phi), r, base, "bfloat16", "standard")
     e = 2 * np.arange(64) / r
     expected = 3 * 2.0**-8 * mag + 2.0**-24 * (math.log(base) * e + 5) * phi * mag + 3 * 2.0**-133
     np.testing.assert_allclose(b, expected, rtol=1e-15)
@@ -35,16 +37,16 @@ def test_rotation_budget_formula():
 def test_strict_is_tighter_and_position_independent_below_float64():
     mag = np.ones(4)
     for dtype in ("float32", "float16", "bfloat16"):
-        near = T.rotation_budget(mag, np.zeros(4), 8, 1e4, dtype, "strict")
-        far = T.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "strict")
+        near = B.rotation_budget(mag, np.zeros(4), 8, 1e4, dtype, "strict")
+        far = B.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "strict")
         # float64 angles at 2**24 add at most 15 % (float32) to the position-independent part
         assert np.all(far < near * 1.15)
-        assert np.all(T.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "standard") > far)
+        assert np.all(B.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "standard") > far)
 
 
 def test_budget_grows_with_the_angle_in_standard():
     phi = np.array([0.0, 1e2, 1e4, 1e6])
-    b = T.rotation_budget(np.ones(4), phi, 2, 1e4, "float32", "standard")
+    b = B.rotation_budget(np.ones(4), phi, 2, 1e4, "float32", "standard")
     assert np.all(np.diff(b) > 0)
 
 
@@ -55,7 +57,7 @@ def test_ratio_semantics():
 
 def test_frequency_budget_is_relative():
     theta = np.array([1.0, 1e-4])
-    b = T.frequency_budget(theta, 4, 1e4, "float32", "standard")
+    b = B.frequency_budget(theta, 4, 1e4, "float32", "standard")
     assert b[1] / b[0] < 1e-3
 
 

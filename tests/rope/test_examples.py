@@ -1,7 +1,7 @@
 """The bundled examples: correct ones pass, each buggy one gets its diagnosis code.
 
-Buggy examples are graded here by the two H6 modules directly: ``conformance.diagnosis`` for
-the numeric bugs (on golden-like cases built from reference.rope) and ``conformance.blackbox``
+Buggy examples are graded here by the two H6 modules directly: ``conformance.rope.diagnosis`` for
+the numeric bugs (on golden-like cases built from reference.rope) and ``conformance.rope.blackbox``
 for the behavioural ones. The runner's output validation (input-mutated, dtype-changed,
 shape-changed, non-finite, raised, crashed, timeout on the golden cases) is tested end to end
 in the runner's tests; here the same codes come from the black-box checks.
@@ -19,14 +19,13 @@ torch = pytest.importorskip("torch")
 
 import reference.rope as rr  # noqa: E402
 from conformance import Unsupported  # noqa: E402
-from conformance.blackbox import run_blackbox  # noqa: E402
-from conformance.diagnosis import diagnose  # noqa: E402
 from conformance.isolation import make_invoker  # noqa: E402
-from conformance.spec import RopeSpec  # noqa: E402
+from conformance.rope.spec import RopeSpec  # noqa: E402
+from support import diagnose, run_blackbox  # noqa: E402
 from reference.golden.store import GoldenCase  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = ROOT / "examples" / "rope"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 

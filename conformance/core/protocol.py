@@ -1,0 +1,117 @@
+"""What every protocol provides to the family-free runner, and the records it exchanges.
+
+A protocol module (``conformance/<family>/<protocol>.py``) exposes ``PROTOCOL``, an instance of a
+:class:`Protocol` subclass. The runner (conformance.runner) drives it through these hooks only:
+
+    spec(case)                                  the adapter's ``spec`` argument for a golden case
+    prepare(case, spec, dtype, device)          the adapter's arguments (:class:`Prepared`)
+    grade(case, spec, prepared, value)          validation problems, errors and budget ratios in
+                                                both profiles (:class:`Graded`)
+    diagnose(case, spec, prepared, graded, dtype)   why a failing output fails (Diagnosis list)
+    probe(invoker, cases, options)              what the implementation supports, found before
+                                                grading (:class:`Probe`, or None)
+    blackbox(invoker, dtype, device, probe)     identity checks on the implementation itself
+    repro_call()                                the adapter call in a Python repro
+
+A family's own vocabulary (layouts, variants, tables) stays inside its folder; the runner never
+looks inside a case. torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+
+@dataclass
+class Prepared:
+    """The adapter's arguments for one case in one dtype, and what grading needs besides.
+
+    args        the positional arguments of the adapter call
+    inputs_f64  the inputs as the adapter sees them (rounded to the dtype), in float64 numpy
+    watched     name -> (tensor passed to the adapter, pristine clone) for the mutation check
+    """
+
+    args: tuple
+    inputs_f64: dict
+    watched: dict = field(default_factory=dict)
+    dtype: Optional[str] = None
+    device: str = "cpu"
+
+
+@dataclass
+class Graded:
+    """The grading of one returned value (budget ratios in both profiles)."""
+
+    problems: list = field(default_factory=list)  # list[Diagnosis] from validation
+    output_f64: Optional[np.ndarray] = None  # None when the value could not be read
+    output_dtype: Optional[str] = None
+    max_abs_error: Optional[float] = None
+    ratio: dict = field(default_factory=dict)  # profile -> budget ratio (finite elements)
+    worst_index: dict = field(default_factory=dict)  # profile -> index list
+    curve: dict = field(default_factory=dict)  # profile -> [[position, max_error, max_budget]]
+    notes: dict = field(default_factory=dict)  # profile -> list[str]
+
+    @property
+    def gradable(self) -> bool:
+        return self.output_f64 is not None
+
+
+class Probe:
+    """What a protocol's probe found before grading (RoPE: the pair layout).
+
+    ``to_json()`` is the report's ``probe`` object; ``describe()`` one line for people;
+    ``skip_reason(spec)`` says why cases of such a spec are not graded (None: graded);
+    ``diagnosis(spec)`` is added to failing cases of such a spec; ``blackbox_options`` are passed
+    to the protocol's black-box checks.
+    """
+
+    blackbox_options: dict = {}
+
+    def to_json(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        return ""
+
+    def skip_reason(self, spec) -> Optional[str]:
+        return None
+
+    def diagnosis(self, spec):
+        return None
+
+
+class Protocol:
+    """Interface of a protocol (see the module docstring)."""
+
+    name = ""
+    family = ""
+    signature = ""
+    layouts: tuple = ()  # values --layout accepts besides "auto" (a probe decides them)
+    dtype_free = False  # the adapter gets no tensor in the dtype under test: graded once per case
+    # Why a result within standard but over strict is only "acceptable" (CaseResult.notes).
+    acceptable_note = "float32 intermediate arithmetic"
+
+    def spec(self, case):
+        raise NotImplementedError
+
+    def prepare(self, case, spec, dtype: Optional[str], device: str) -> Prepared:
+        raise NotImplementedError
+
+    def grade(self, case, spec, prepared: Prepared, value: Any) -> Graded:
+        raise NotImplementedError
+
+    def diagnose(self, case, spec, prepared: Prepared, graded: Graded, dtype: str) -> list:
+        return []
+
+    def probe(self, invoker, cases, options) -> Optional[Probe]:
+        return None
+
+    def blackbox(self, invoker, dtype, device: str, probe: Optional[Probe]) -> list:
+        return []
+
+    def repro_call(self) -> str:
+        """The adapter call in a Python repro, using the names ``args`` built by ``prepare``."""
+        return "fn(*args)"

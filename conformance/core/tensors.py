@@ -1,0 +1,184 @@
+"""Tensor helpers every protocol uses: reading a returned tensor, bitwise equality, error arrays.
+
+torch is imported inside functions only, so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from conformance.results import Diagnosis
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def dtype_name(dtype) -> str:
+    """"bfloat16" for torch.bfloat16 (and for the string itself)."""
+    return str(dtype).replace("torch.", "")
+
+
+def same_bits(a, b) -> bool:
+    """True when two tensors hold the same bits: same shape, dtype and every byte.
+
+    The one equality the runner uses (input mutation, the isolated child's copy-back, black-box
+    checks): -0.0 differs from 0.0 (writing it is a write) and a NaN equals the same NaN.
+    """
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+
+    def raw(t):
+        return t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
+
+    try:
+        return torch.equal(raw(a), raw(b))
+    except (RuntimeError, TypeError):  # a dtype without a byte view: value equality only
+        return bool(torch.equal(a, b))
+
+
+def check_tensor(value, what: str, shape, dtype: Optional[str], device: str):
+    """Validate one returned tensor; returns (float64 numpy or None, problems, dtype name).
+
+    A non-tensor or a wrong shape cannot be graded (None); a wrong dtype or device is a failure
+    but the values are still converted so that diagnosis can explain them.
+    """
+    import torch
+
+    problems = []
+    if not isinstance(value, torch.Tensor):
+        problems.append(
+            Diagnosis("shape-changed", f"{what} is a {type(value).__name__}, not a torch.Tensor")
+        )
+        return None, problems, None
+    got = dtype_name(value.dtype)
+    if tuple(value.shape) != tuple(shape):
+        problems.append(
+            Diagnosis("shape-changed", f"{what} has shape {list(value.shape)}, expected {list(shape)}")
+        )
+        return None, problems, got
+    if value.is_complex() or not value.is_floating_point():
+        problems.append(Diagnosis("dtype-changed", f"{what} has dtype {got}, expected a real floating dtype"))
+        return None, problems, got
+    if dtype is not None and got != dtype:
+        problems.append(Diagnosis("dtype-changed", f"{what} has dtype {got}, expected {dtype} like the input"))
+    if device and value.device.type != torch.device(device).type:
+        problems.append(
+            Diagnosis("dtype-changed", f"{what} is on device {value.device}, expected {device} like the input")
+        )
+    try:
+        values = value.detach().to("cpu", torch.float64).resolve_conj().numpy()
+    except Exception as exc:  # noqa: BLE001 - meta, sparse or otherwise unreadable tensors
+        from conformance.isolation import error_line
+
+        problems.append(Diagnosis("dtype-changed", f"{what} cannot be read back as numbers ({error_line(exc)})"))
+        return None, problems, got
+    return values, problems, got
+
+
+def as_number(value):
+    """float of a Python number, numpy scalar or one-element tensor; None otherwise."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                return None
+            return float(value.detach().to("cpu", torch.float64).reshape(()))
+    except ImportError:  # pragma: no cover - torch is always there when grading
+        pass
+    if isinstance(value, (bool, str, bytes, bytearray)):  # float("1.0") works, but "1.0" is no number
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int past float range, e.g. 10**400: graded as the infinity it rounds to
+        return float("inf") if value > 0 else float("-inf")
+    except (TypeError, ValueError):
+        return None
+
+
+def nonfinite_problem(out: np.ndarray, expected: np.ndarray, what: str) -> Optional[Diagnosis]:
+    """NaN/Inf where the reference is finite, or a number where the reference is NaN (hidden)."""
+    bad = ~np.isfinite(out) & np.isfinite(expected)
+    n = int(bad.sum())
+    if n:
+        first = [int(i) for i in np.argwhere(bad)[0]]
+        return Diagnosis(
+            "non-finite", f"{what} has {n} NaN/Inf element(s) where the reference is finite (first at {first})"
+        )
+    hidden = np.isnan(expected) & ~np.isnan(out)
+    n = int(hidden.sum())
+    if n:
+        first = [int(i) for i in np.argwhere(hidden)[0]]
+        return Diagnosis(
+            "non-finite", f"{what} has {n} number(s) where the reference is NaN: a NaN input must propagate (first at {first})"
+        )
+    return None
+
+
+def mutation_problems(watched: dict) -> list:
+    """input-mutated for each watched input tensor whose bits differ from its pristine clone."""
+    return [Diagnosis("input-mutated", f"the input tensor {name} was modified in place")
+            for name, (tensor, pristine) in watched.items() if not same_bits(tensor, pristine)]
+
+
+def abs_error(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """|out - ref|, 0 where both are NaN or the same infinity (NaN inputs must propagate, and
+    doing so is not an error); NaN where only one side is NaN."""
+    with np.errstate(invalid="ignore"):
+        err = np.abs(out - ref)
+    same = (np.isnan(out) & np.isnan(ref)) | (np.isinf(out) & (out == ref))
+    return np.where(same, 0.0, err)
+
+
+def finite_max(a: np.ndarray) -> Optional[float]:
+    finite = a[np.isfinite(a)]
+    return float(finite.max()) if finite.size else None
+
+
+def argmax_index(a: np.ndarray) -> list:
+    """Index (list of ints) of the largest element, NaN/Inf counting as largest."""
+    b = np.where(np.isnan(a), np.inf, a)
+    return [int(i) for i in np.unravel_index(int(np.argmax(b)), b.shape)]
+
+
+def token_max(err: np.ndarray) -> np.ndarray:
+    """Largest finite error per token [b, s] over the remaining axes (NaN where none is finite)."""
+    flat = err.reshape(err.shape[0], err.shape[1], -1)
+    m = np.where(np.isfinite(flat), flat, -np.inf).max(axis=-1, initial=-np.inf)
+    return np.where(np.isfinite(m), m, np.nan)
+
+
+def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.ndarray) -> list:
+    """[[position, max_error, max_budget], ...] sorted by position (max over rows sharing it).
+
+    A position whose outputs are all non-finite gets error inf: infinitely wrong, and still a
+    number for the JSON report and the plot (which marks it as such)."""
+    pos = np.asarray(positions).reshape(-1)
+    e = np.asarray(err_tok, dtype=np.float64).reshape(-1)
+    b = np.asarray(bud_tok, dtype=np.float64).reshape(-1)
+    curve = []
+    for p in np.unique(pos):
+        sel = pos == p
+        ev = e[sel]
+        ev = ev[np.isfinite(ev)]
+        curve.append([int(p), float(ev.max()) if ev.size else float("inf"), float(b[sel].max())])
+    return curve
+
+
+def format_positions(values, limit: int = 6) -> str:
+    vals = sorted({int(v) for v in np.asarray(values).reshape(-1)})
+    text = ", ".join(str(v) for v in vals[:limit])
+    return text + (f", ... ({len(vals)} in all)" if len(vals) > limit else "")
+
+
+def off_by_one_note(profile: str, positions) -> str:
+    """The note for positions where the budget exceeds the change from position m to m+1."""
+    return (f"the {profile} budget at position(s) {format_positions(positions)} exceeds the change "
+            "from position m to m+1, so an off-by-one position would pass there")

@@ -1,0 +1,33 @@
+"""Conformance for rotary position embeddings (RoPE): protocols, budgets, probe and diagnosis.
+
+Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py),
+``rope.frequencies`` (frequencies.py). ``spec`` is a :class:`RopeSpec` (spec.py). The error
+budgets are in budgets.py (derived in docs/tolerance.md), the pair-layout probe in probe.py, the
+mutants that name a fault in diagnosis.py, the black-box identity checks in blackbox.py, and the
+float64 reference tables the protocols grade against in reference.py.
+"""
+
+from conformance.core.family import Family
+from conformance.rope.spec import RopeSpec
+
+FAMILY = Family(
+    name="rope",
+    protocols=("apply", "cache", "frequencies"),
+    codes={
+        "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
+        "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
+        "position-offset": "positions shifted by a constant",
+        "positions-ignored": "the given positions are not used (arange(seq), zeros, or one row's)",
+        "wrong-base": "theta_i computed with another base",
+        "frequency-exponent": "the exponent of theta_i is wrong (base**(-i/d), 1-based index, ...)",
+        "angle-precision": "angles, positions or frequencies kept in bfloat16 or float16",
+        "pair-angle-mismatch": "the two elements of a pair turn by different angles (cos/sin expanded "
+                               "for the other layout)",
+        "rotary-dim-mismatch": "head_dim and rotary_dim confused (partial rotary)",
+        "attention-factor": "cos and sin (or the output) scaled by a wrong attention factor",
+        "scaling-mismatch": "a position scaling the case does not have, or the case's scaling left out",
+    },
+    exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
+)
+
+__all__ = ["FAMILY", "RopeSpec"]

@@ -1,0 +1,141 @@
+"""Protocol ``rope.apply``: ``fn(x, positions, spec) -> tensor like x``.
+
+x [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq] on the same
+device. Graded per pair (error of a pair = the larger of its two elements' errors) against the
+reference applied to the dtype-rounded x, with the rotation budget of conformance.rope.budgets;
+elements past rotary_dim must come back unchanged (passthrough budget). The probe detects the
+pair layout (conformance.rope.probe).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (
+    abs_error,
+    argmax_index,
+    check_tensor,
+    finite_max,
+    mutation_problems,
+    nonfinite_problem,
+    off_by_one_note,
+    per_position_curve,
+    token_max,
+    torch_dtype,
+)
+from conformance.rope import budgets, reference
+from conformance.rope.spec import spec_of
+
+
+class RopeApply(Protocol):
+    name = "rope.apply"
+    family = "rope"
+    signature = "fn(x, positions, spec) -> tensor like x"
+    layouts = ("half", "interleaved")
+    dtype_free = False
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], spec, dtype, device)
+
+    def prepare_arrays(self, x, positions, spec, dtype, device) -> Prepared:
+        import torch
+
+        x_t = torch.from_numpy(np.array(x, dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
+        pos = np.array(positions, dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "positions": pos}
+        watched = {"x": (x_t, x_t.clone()), "positions": (pos_t, pos_t.clone())}
+        return Prepared((x_t, pos_t, spec), inputs, watched, dtype, device)
+
+    def reference(self, prepared: Prepared, spec, layout: str) -> np.ndarray:
+        return reference.apply(prepared.inputs_f64["x"], prepared.inputs_f64["positions"], spec, layout)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        x = prepared.inputs_f64["x"]
+        pos = prepared.inputs_f64["positions"]
+        out, problems, got = check_tensor(value, "the output", x.shape, prepared.dtype, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        ref = self.reference(prepared, spec, spec.layout)
+        bad = nonfinite_problem(out, ref, "the output")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        for profile in tolerance.PROFILES:
+            self._ratios(graded, profile, spec, prepared.dtype, x, pos, err)
+        return graded
+
+    def _ratios(self, graded, profile, spec, dtype, x, pos, err):
+        r = spec.rotary_dim
+        first, second = reference.pair_indices(r, spec.layout)
+        pair_err = np.maximum(err[..., first], err[..., second])  # NaN if either is NaN
+        a, b = x[..., first], x[..., second]
+        mag = np.abs(a) + np.abs(b)
+        tabs = reference.tables(pos, spec)
+        phi = tabs.phi[:, :, None, :]
+        budget = budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+        pair_ratio = tolerance.ratio(pair_err, budget)
+        tail_err = err[..., r:]
+        tail_budget = tolerance.passthrough_budget(x[..., r:], dtype, profile)
+        tail_ratio = tolerance.ratio(tail_err, tail_budget)
+
+        finite_pair = np.where(np.isfinite(pair_ratio), pair_ratio, -1.0)
+        finite_tail = np.where(np.isfinite(tail_ratio), tail_ratio, -1.0)
+        best = max(finite_pair.max(initial=-1.0), finite_tail.max(initial=-1.0))
+        graded.ratio[profile] = float(best) if best >= 0 else None
+        # Worst element: NaN/Inf first (they decide the verdict), then the largest ratio.
+        if tail_ratio.size and np.max(np.where(np.isnan(tail_ratio), np.inf, tail_ratio)) > np.max(
+            np.where(np.isnan(pair_ratio), np.inf, pair_ratio)
+        ):
+            idx = argmax_index(tail_ratio)
+            idx[-1] += r
+        else:
+            idx = argmax_index(pair_ratio)
+            i = idx[-1]
+            lead = tuple(idx[:-1])
+            e1, e2 = err[lead + (first[i],)], err[lead + (second[i],)]
+            idx[-1] = int(second[i] if (np.isnan(e2) or e2 > e1) else first[i])
+        graded.worst_index[profile] = idx
+
+        # Curve and the neighbour check are per token [b, s].
+        e_tok = token_max(err)
+        b_tok = budget.reshape(budget.shape[0], budget.shape[1], -1).max(axis=-1)
+        graded.curve[profile] = per_position_curve(pos, e_tok, b_tok)
+        # |R_{m+1} x - R_m x| of a pair is 2 |sin(theta_i / 2)| sqrt(a^2 + b^2): when the budget
+        # exceeds it for every pair of a token, an off-by-one position would pass there.
+        step = 2.0 * np.abs(np.sin(tabs.inv_freq / 2.0)) * np.hypot(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tok = (step / budget).reshape(step.shape[0], step.shape[1], -1).max(axis=-1)
+        blind = tok <= 1.0
+        if blind.any():
+            graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
+
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.rope import diagnosis
+
+        return diagnosis.explain(diagnosis.diagnose_apply, prepared.inputs_f64["x"],
+                                 prepared.inputs_f64["positions"], graded.output_f64, spec, dtype)
+
+    def probe(self, invoker, cases, options):
+        from conformance.rope import probe
+
+        return probe.detect(invoker, self, [self.spec(c) for c in cases], options)
+
+    def blackbox(self, invoker, dtype, device, probe) -> list:
+        from conformance.rope import blackbox
+
+        layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
+        return blackbox.apply_checks(invoker, self.name, dtype, device, layout)
+
+
+PROTOCOL = RopeApply()

@@ -1,0 +1,81 @@
+"""RoPE error budgets, derived in docs/tolerance.md (sections 2-4).
+
+Notation: T is the dtype under test with unit roundoff u_T; a pair (a, b) of input elements turns
+by phi = m * theta_i, theta_i = base**(-e_i) with exponent e_i = 2i / r. The error of a pair is the
+larger of its two elements' errors.
+
+Rotation budget for one pair (rope.apply; rope.cache is the rotation of (1, 0)):
+
+    budget = C_ROUND * u_tab * (|a| + |b|)  +  C_ANGLE * eps_angle * |phi| * (|a| + |b|)  +  floor
+
+- position-independent part: C_ROUND roundings of size u_tab relative to |a| + |b| (the cos/sin
+  table rounded to T, the two products, the sum); u_tab is conformance.core.tolerance's
+  ``table_roundoff`` (float32 tables admitted by ``standard``).
+- angle part: a relative angle error eps_angle turns the pair by eps * |phi|, which moves each
+  element by at most eps * |phi| * sqrt(a^2 + b^2) <= eps * |phi| * (|a| + |b|). The angle
+  computed in arithmetic of unit roundoff u errs by at most
+      eps_angle = u * (ln(base) * e_i + ANGLE_ROUNDINGS)
+  (first order): the exponent 2i/r rounded (u * e_i, amplified by ln(base) through the power),
+  the power (1 ulp = 2u), the reciprocal (u), the product m * theta (u) and the position
+  converted to floating point (u, exact below 2**24 in float32). ``standard`` uses u = u_32;
+  ``strict`` uses u = u_64 (``angle_roundoff``).
+- floor: C_ROUND * (smallest subnormal of T), so exact zeros and underflow do not divide by 0.
+
+Frequencies (rope.frequencies): relative error of inv_freq_i within u_out + eps_angle without
+the product and position terms, with u_out the unit roundoff of the returned dtype.
+
+The constants were calibrated (bench/calibrate_tolerance.py, numbers in docs/tolerance.md) on
+HF rotate_half, Meta complex freqs_cis and GPT-J rotate_every_two: their worst ratios stay near
+0.65 while angles computed in bfloat16 or float16 exceed 100.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table_roundoff, unit_roundoff
+
+C_ROUND = 3.0  # table rounding + two products + one sum (docs/tolerance.md, section 2)
+C_ANGLE = 1.0  # the first-order angle bound is used as it is (section 3)
+ANGLE_ROUNDINGS = 5.0  # power (2) + reciprocal (1) + product (1) + position conversion (1)
+FREQ_ROUNDINGS = 3.0  # power (2) + reciprocal (1): no product, no position
+ATTENTION_FACTOR_ROUNDINGS = 4.0  # a log, a sqrt or a product and a sum in float
+
+
+def exponents(rotary_dim: int) -> np.ndarray:
+    """e_i = 2i / r, float64 [r/2]: theta_i = base**(-e_i)."""
+    return 2.0 * np.arange(rotary_dim // 2, dtype=np.float64) / rotary_dim
+
+
+def angle_relative_error(rotary_dim: int, base: float, profile: str) -> np.ndarray:
+    """eps_angle per pair, float64 [r/2]: u * (ln(base) * e_i + ANGLE_ROUNDINGS)."""
+    return angle_roundoff(profile) * (abs(math.log(base)) * exponents(rotary_dim) + ANGLE_ROUNDINGS)
+
+
+def rotation_budget(magnitude, phi, rotary_dim: int, base: float, dtype: str, profile: str):
+    """Budget of each pair: magnitude = |a| + |b| and phi = |m * theta_i|, both [..., r/2].
+
+    Returns float64 [..., r/2] (broadcast of the inputs). dtype is the dtype under test.
+    """
+    mag = np.asarray(magnitude, dtype=np.float64)
+    eps = angle_relative_error(rotary_dim, base, profile)
+    return (
+        C_ROUND * table_roundoff(dtype, profile) * mag
+        + C_ANGLE * eps * np.abs(phi) * mag
+        + C_ROUND * SMALLEST_SUBNORMAL[dtype]
+    )
+
+
+def frequency_budget(inv_freq, rotary_dim: int, base: float, dtype: str, profile: str):
+    """Absolute budget of each inv_freq_i: theta_i * (u_out + u * (ln(base) e_i + FREQ_ROUNDINGS))."""
+    theta = np.abs(np.asarray(inv_freq, dtype=np.float64))
+    u = angle_roundoff(profile)
+    rel = unit_roundoff(dtype) + u * (abs(math.log(base)) * exponents(rotary_dim) + FREQ_ROUNDINGS)
+    return theta * rel + SMALLEST_SUBNORMAL[dtype]
+
+
+def attention_factor_budget(value: float, profile: str) -> float:
+    """Absolute budget of the attention factor: a few roundings of the profile's arithmetic."""
+    return ATTENTION_FACTOR_ROUNDINGS * angle_roundoff(profile) * max(abs(float(value)), 1.0)

@@ -1,0 +1,100 @@
+"""Protocol ``rope.frequencies``: ``fn(spec, seq_len) -> (inv_freq [rotary_dim // 2], attention_factor)``.
+
+inv_freq is a torch tensor; attention_factor a Python number or a 0-d tensor. The adapter gets no
+tensor in a dtype under test, so the protocol is dtype-free: each case is graded once, in the
+dtype of the returned inv_freq. inv_freq_i is graded with a relative budget (frequency_budget in
+conformance.tolerance), the attention factor with a few roundings. worst_index is [i] for
+inv_freq_i and [rotary_dim // 2] for the attention factor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (
+    abs_error,
+    argmax_index,
+    as_number,
+    check_tensor,
+    finite_max,
+    nonfinite_problem,
+)
+from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
+from conformance.results import Diagnosis
+from conformance.rope import budgets, reference
+from conformance.rope.spec import spec_of
+
+
+class RopeFrequencies(Protocol):
+    name = "rope.frequencies"
+    family = "rope"
+    signature = "fn(spec, seq_len) -> (inv_freq [rotary_dim // 2], attention_factor)"
+    dtype_free = True
+
+    def spec(self, case):
+        return spec_of(case.params)
+    acceptable_note = "frequencies computed in float32: the angle multiplies their error by the position"
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        return Prepared((spec, spec.seq_len), {}, {}, None, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        half = spec.rotary_dim // 2
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            what = type(value).__name__
+            return Graded(
+                problems=[
+                    Diagnosis("shape-changed", f"the adapter returned a {what}, expected (inv_freq, attention_factor)")
+                ]
+            )
+        inv, problems, got = check_tensor(value[0], "inv_freq", (half,), None, "")
+        factor = as_number(value[1])
+        if factor is None:
+            problems.append(
+                Diagnosis("shape-changed", f"attention_factor is a {type(value[1]).__name__}, not a number")
+            )
+        if inv is not None:
+            problems += unknown_dtype_problems(inv_freq=got)
+        dtype = budget_dtype(got)
+        graded = Graded(problems=problems, output_dtype=dtype)
+        if inv is None or factor is None:
+            return graded
+        graded.output_f64 = np.concatenate([inv, [factor]])
+        ref_inv, ref_factor = reference.frequencies(spec)
+        ref = np.concatenate([ref_inv, [ref_factor]])
+        bad = nonfinite_problem(graded.output_f64, ref, "the output")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(graded.output_f64, ref)
+        graded.max_abs_error = finite_max(err)
+        for profile in tolerance.PROFILES:
+            budget = np.concatenate(
+                [
+                    budgets.frequency_budget(ref_inv, spec.rotary_dim, spec.base, dtype, profile),
+                    [budgets.attention_factor_budget(ref_factor, profile)],
+                ]
+            )
+            ratio = tolerance.ratio(err, budget)
+            graded.ratio[profile] = finite_max(ratio)
+            graded.worst_index[profile] = argmax_index(ratio)
+            graded.curve[profile] = []
+        return graded
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.rope import diagnosis
+
+        out = graded.output_f64
+        return diagnosis.explain(diagnosis.diagnose_frequencies, (out[:-1], out[-1]), spec, dtype)
+
+    def blackbox(self, invoker, dtype, device, probe) -> list:
+        from conformance.rope import blackbox
+
+        return blackbox.frequency_checks(invoker, self.name, dtype, device)
+
+    def repro_call(self) -> str:
+        return "fn(spec, spec.seq_len)"
+
+
+PROTOCOL = RopeFrequencies()
