@@ -88,3 +88,45 @@ def test_unsupported_layout_is_named_in_the_skip_reason():
     assert skipped.verdict == "skip"
     assert "does not support the interleaved layout" in skipped.notes[0]
     assert "rotate_half pairs" in skipped.notes[0]  # the adapter's own Unsupported message
+
+
+def llama_style(x, positions, spec):
+    """As most Llama-style code is written: rotate_half over the whole head, nothing else. It
+    raises Unsupported for partial rotary and for the interleaved layout."""
+    import torch
+
+    from conformance import Unsupported
+
+    if spec.layout != "half" or spec.rotary_dim != spec.head_dim:
+        raise Unsupported("rotate_half over the whole head only")
+    d = spec.head_dim
+    inv_freq = 1.0 / (spec.base ** (torch.arange(0, d, 2).float() / d))
+    freqs = positions[..., None].float() * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)[:, :, None, :]
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+
+def test_full_rotary_only_single_layout_implementation_is_detected_and_passes():
+    """Audit fault: the probe used the first case of each layout (partial rotary), the adapter
+    raised Unsupported, detection gave up and every interleaved case failed as layout-swapped.
+    The probe now tries full-rotary configurations first and takes Unsupported as 'try
+    another'."""
+    report = run_conformance(llama_style, "rope.apply", dtypes=("float32",))
+    assert detected_layout(report) == "half"
+    assert report.summary()["overall"] == "pass"
+    skipped = [c for c in report.cases if c.verdict == "skip"]
+    assert {c.id.split("/")[1] for c in skipped} >= {"llama2-d128-meta", "gpt-neox-20b", "gpt-j-6b"}
+    assert not any(d.code == "layout-swapped" for c in report.cases for d in c.diagnoses)
+
+
+def test_an_implementation_that_supports_no_probe_configuration_says_why():
+    from conformance import Unsupported
+
+    def nothing(x, positions, spec):
+        raise Unsupported("not today")
+
+    report = run(nothing)
+    assert detected_layout(report) is None
+    assert "unsupported: Unsupported: not today" in report.probe["reason"]
+    assert report.summary()["overall"] == "skip"
