@@ -7,7 +7,9 @@ dtype-free protocols) it builds the adapter's arguments, calls the adapter throu
 
     skip        the adapter raised conformance.Unsupported, or the protocol's probe found that the
                 implementation does not do what the case needs (e.g. its pair layout)
-    error       the adapter raised, crashed or timed out (diagnosis raised / crashed / timeout)
+    error       the adapter raised, crashed or timed out (diagnosis raised / crashed / timeout);
+                for a case whose right answer is an exception (Protocol.expected_error), raising
+                passes and returning fails with the protocol's diagnosis
     fail        a validation problem (shape, dtype, device, NaN/Inf, input mutated) or the
                 profile's budget ratio above 1; diagnosis.diagnose() explains the numbers
     acceptable  (profile standard) within the standard budget but above the strict one
@@ -199,9 +201,20 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     # HF configs that code rewrites in place) must not change the reference it is graded against.
     prepared = proto.prepare(case, copy.deepcopy(spec), dtype, opts.device)
     outcome = invoker.call(*prepared.args)
+    must_raise = proto.expected_error(case, spec)
     if outcome.kind == "unsupported":
         result.verdict = "skip"
         result.notes.append(f"unsupported by the implementation: {outcome.error}")
+    elif must_raise is not None:
+        # The right answer is an exception (e.g. a position past a learned table's last row).
+        if outcome.kind == "raised":
+            result.verdict = "pass"
+            result.notes.append(f"raised as required ({outcome.error})")
+        elif outcome.kind == "ok":
+            result.verdict = "fail"
+            result.diagnoses.append(must_raise)
+        else:
+            result.diagnoses.append(Diagnosis(outcome.kind, outcome.error or outcome.kind))
     elif outcome.kind != "ok":
         # kind is raised, crashed or timeout (isolation.KINDS), each a diagnosis code too
         result.diagnoses.append(Diagnosis(outcome.kind, outcome.error or outcome.kind))

@@ -8,6 +8,8 @@ A protocol module (``conformance/<family>/<protocol>.py``) exposes ``PROTOCOL``,
     grade(case, spec, prepared, value)          validation problems, errors and budget ratios in
                                                 both profiles (:class:`Graded`)
     diagnose(case, spec, prepared, graded, dtype)   why a failing output fails (Diagnosis list)
+    expected_error(case, spec)                  None, or the Diagnosis for returning a value where
+                                                the right answer is to raise
     probe(invoker, cases, options)              what the implementation supports, found before
                                                 grading (:class:`Probe`, or None)
     blackbox(invoker, dtype, device, probe)     identity checks on the implementation itself
@@ -105,6 +107,11 @@ class Protocol:
 
     def diagnose(self, case, spec, prepared: Prepared, graded: Graded, dtype: str) -> list:
         return []
+
+    def expected_error(self, case, spec):
+        """None when the case has an output to grade; for a case whose right answer is an
+        exception, the Diagnosis a returned value gets (the case then passes when it raises)."""
+        return None
 
     def probe(self, invoker, cases, options) -> Optional[Probe]:
         return None

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from conformance import run_conformance
+from conformance import Unsupported, run_conformance
 from conformance.runner import repro_snippet, Options
 from support import (  # noqa: F401
     by_id,
@@ -277,3 +277,35 @@ def test_nan_inputs_must_propagate():
     assert good.cases[0].verdict == "pass"
     bad = run_conformance(hides_nan, "rope.apply", dtypes=("float32",), identities=False, golden_cases=[case])
     assert bad.cases[0].verdict == "fail"
+
+
+def test_a_case_whose_right_answer_is_an_exception(monkeypatch):
+    """Protocol.expected_error: raising passes, returning fails with the protocol's diagnosis,
+    a crash or an Unsupported keeps its usual verdict (a generic hook, used by learned.lookup)."""
+    from conformance.core import registry
+    from conformance.results import Diagnosis
+    from reference.golden import store
+
+    wall = Diagnosis("raised", "returned a value where an error was required")
+    proto = registry.get("rope.apply")
+    monkeypatch.setattr(type(proto), "expected_error",
+                        lambda self, case, spec: wall if "decode" in case.id else None)
+    cases = [store.get_case(f"rope.apply/llama2-d128/{t}") for t in ("prefill-8", "decode-4095")]
+
+    def raises_on_decode(x, positions, spec):
+        if positions.shape[1] == 1:
+            raise IndexError("position past the last row")
+        return reference_adapter(x, positions, spec)
+
+    def unsupported_on_decode(x, positions, spec):
+        if positions.shape[1] == 1:
+            raise Unsupported("no decode")
+        return reference_adapter(x, positions, spec)
+
+    opts = dict(dtypes=("float32",), identities=False, golden_cases=cases)
+    verdicts = {c.id.rsplit("/", 1)[1]: c for c in run_conformance(raises_on_decode, "rope.apply", **opts).cases}
+    assert verdicts["prefill-8"].verdict == "pass"
+    assert verdicts["decode-4095"].verdict == "pass" and "raised as required" in verdicts["decode-4095"].notes[0]
+    returned = run_conformance(reference_adapter, "rope.apply", **opts).cases[1]
+    assert returned.verdict == "fail" and returned.diagnoses == [wall]
+    assert run_conformance(unsupported_on_decode, "rope.apply", **opts).cases[1].verdict == "skip"
