@@ -155,20 +155,32 @@ def token_max(err: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(m), m, np.nan)
 
 
-def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.ndarray) -> list:
-    """[[position, max_error, max_budget], ...] sorted by position (max over rows sharing it).
+def ratio_max(ratio: np.ndarray) -> np.ndarray:
+    """Largest ratio per token [b, s] over the remaining axes (inf where any is inf: a NaN error
+    has ratio inf, see conformance.core.tolerance.ratio)."""
+    flat = np.asarray(ratio, dtype=np.float64).reshape(ratio.shape[0], ratio.shape[1], -1)
+    return np.where(np.isnan(flat), np.inf, flat).max(axis=-1, initial=0.0)
+
+
+def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.ndarray,
+                       ratio_tok: np.ndarray) -> list:
+    """[[position, max_error, max_budget, max_ratio], ...] sorted by position (max over the rows
+    sharing it). max_ratio is the largest per-element error / budget there: the quantity the
+    verdict is decided on, so a failing case always has a point above 1.
 
     A position whose outputs are all non-finite gets error inf: infinitely wrong, and still a
     number for the JSON report and the plot (which marks it as such)."""
     pos = np.asarray(positions).reshape(-1)
     e = np.asarray(err_tok, dtype=np.float64).reshape(-1)
     b = np.asarray(bud_tok, dtype=np.float64).reshape(-1)
+    r = np.asarray(ratio_tok, dtype=np.float64).reshape(-1)
     curve = []
     for p in np.unique(pos):
         sel = pos == p
         ev = e[sel]
         ev = ev[np.isfinite(ev)]
-        curve.append([int(p), float(ev.max()) if ev.size else float("inf"), float(b[sel].max())])
+        curve.append([int(p), float(ev.max()) if ev.size else float("inf"), float(b[sel].max()),
+                      float(r[sel].max())])
     return curve
 
 

@@ -1,10 +1,11 @@
 """``--plot FILE.png``: error and budget against position, one colour per dtype.
 
-Reads ``CaseResult.curve = [[position, max_error, max_budget], ...]``. For each dtype the points
-of all its cases are merged per position (the largest error and the largest budget seen there),
-so the top panel shows the error envelope (solid) under the budget envelope (dashed); the bottom
-panel shows the budget ratio (largest error / budget per position, computed point by point before
-merging) against the pass line at 1. Positions go on a symmetric-log axis (position 0 is common,
+Reads ``CaseResult.curve = [[position, max_error, max_budget, max_ratio], ...]``. For each dtype
+the points of all its cases are merged per position (the largest error, budget and ratio seen
+there), so the top panel shows the error envelope (solid) under the budget envelope (dashed); the
+bottom panel shows the budget ratio the verdict uses (the largest per-element error / budget at
+each position) against the pass line at 1, and marks every point above it with a red ring: a
+failing case is always drawn above the line. Positions go on a symmetric-log axis (position 0 is common,
 long-context cases reach 2^24); errors on a log axis, where exact zeros cannot be drawn (their
 count is noted) and non-finite errors are marked along the top edge.
 
@@ -48,10 +49,12 @@ def series(report) -> dict:
             err, budget = _as_float(point[1]), _as_float(point[2])
             if err is None:
                 continue
-            if budget is not None and budget > 0:
-                ratio = err / budget if not math.isnan(err) else math.nan
-            else:
-                ratio = math.inf if (err != 0) else 0.0
+            ratio = _as_float(point[3]) if len(point) > 3 else None
+            if ratio is None:  # a curve without the element ratio: the envelope ratio
+                if budget is not None and budget > 0:
+                    ratio = err / budget if not math.isnan(err) else math.nan
+                else:
+                    ratio = math.inf if (err != 0) else 0.0
             slot = merged.setdefault(case.dtype, {}).setdefault(pos, [err, budget, ratio])
             slot[0] = _worse(slot[0], err)
             slot[1] = budget if slot[1] is None else (slot[1] if budget is None else max(slot[1], budget))
@@ -134,6 +137,10 @@ def render(report) -> bytes:
         zero, bad = _draw_series(ax_err, s["pos"], s["err"], colour, f"{dtype} error", "o-")
         _draw_series(ax_err, s["pos"], s["budget"], colour, None, "_--")
         _, bad_ratio = _draw_series(ax_ratio, s["pos"], s["ratio"], colour, dtype, "o-")
+        over = [(x, y) for x, y in zip(s["pos"], s["ratio"]) if y is not None and math.isfinite(y) and y > 1.0]
+        if over:
+            ax_ratio.plot([x for x, _ in over], [y for _, y in over], "o", markersize=10, markerfacecolor="none",
+                          markeredgecolor="red", markeredgewidth=1.5)
         for ax, xs in ((ax_err, bad), (ax_ratio, bad_ratio)):
             if xs:
                 # along the top edge: x in data coordinates, y in axes coordinates
@@ -151,8 +158,8 @@ def render(report) -> bytes:
     if finite_ratios:  # keep the pass line well inside the panel, whatever the ratios are
         ax_ratio.set_ylim(min(min(finite_ratios) / 2, 0.5), max(max(finite_ratios) * 3, 3.0))
     ax_ratio.axhline(1.0, color="black", linewidth=1, linestyle=":")
-    ax_ratio.text(0.005, 1.0, " pass line (ratio 1)", transform=ax_ratio.get_yaxis_transform(),
-                  va="bottom", fontsize=8)
+    ax_ratio.text(0.005, 1.0, " pass line (ratio 1; red rings: over budget)",
+                  transform=ax_ratio.get_yaxis_transform(), va="bottom", fontsize=8)
     for ax in (ax_err, ax_ratio):
         if ax.lines and any(l.get_ydata().size for l in ax.lines):
             ax.set_yscale("log")

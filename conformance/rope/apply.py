@@ -22,6 +22,7 @@ from conformance.core.tensors import (
     nonfinite_problem,
     off_by_one_note,
     per_position_curve,
+    ratio_max,
     token_max,
     torch_dtype,
 )
@@ -109,7 +110,8 @@ class RopeApply(Protocol):
         # Curve and the neighbour check are per token [b, s].
         e_tok = token_max(err)
         b_tok = budget.reshape(budget.shape[0], budget.shape[1], -1).max(axis=-1)
-        graded.curve[profile] = per_position_curve(pos, e_tok, b_tok)
+        r_tok = np.maximum(ratio_max(pair_ratio), ratio_max(tail_ratio))
+        graded.curve[profile] = per_position_curve(pos, e_tok, b_tok, r_tok)
         # |R_{m+1} x - R_m x| of a pair is 2 |sin(theta_i / 2)| sqrt(a^2 + b^2): when the budget
         # exceeds it for every pair of a token, an off-by-one position would pass there.
         step = 2.0 * np.abs(np.sin(tabs.inv_freq / 2.0)) * np.hypot(a, b)

@@ -21,6 +21,7 @@ from conformance.core.tensors import (
     nonfinite_problem,
     off_by_one_note,
     per_position_curve,
+    ratio_max,
     token_max,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
@@ -81,7 +82,7 @@ class RopeCache(Protocol):
             ratio = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(ratio)
             graded.worst_index[profile] = argmax_index(ratio)
-            graded.curve[profile] = per_position_curve(pos, e_tok, budget.max(axis=-1))
+            graded.curve[profile] = per_position_curve(pos, e_tok, budget.max(axis=-1), ratio_max(ratio))
             blind = (step / budget).max(axis=-1) <= 1.0
             if blind.any():
                 graded.notes[profile] = [off_by_one_note(profile, pos[blind])]

@@ -19,9 +19,13 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
 def _curve(positions, rel_err, u):
-    """[position, max_error, max_budget] with a budget growing like the float32 angle rounding."""
-    return [[int(m), rel_err * (1 + 2.0**-24 * m * 4 / u) * u, (2 * u + 4 * 2.0**-24 * m) * 3.0]
-            for m in positions]
+    """[position, max_error, max_budget, max_ratio] with a budget growing like the float32 angle
+    rounding, and an element ratio a little above the envelope ratio (as real cases have)."""
+    out = []
+    for m in positions:
+        err, budget = rel_err * (1 + 2.0**-24 * m * 4 / u) * u, (2 * u + 4 * 2.0**-24 * m) * 3.0
+        out.append([int(m), err, budget, 1.5 * err / budget])
+    return out
 
 
 def sample_report(**overrides) -> Report:
@@ -37,7 +41,7 @@ def sample_report(**overrides) -> Report:
         CaseResult("rope.apply/llama2-d128/decode-4095", "bfloat16", "fail", 1.37, 812.5,
                    [0, 0, 7, 1], [Diagnosis("position-offset", "positions shifted by +1")],
                    repro="import torch\n# reproduce decode-4095\nprint('x')", duration_s=0.02,
-                   curve=[[4095, 1.37, 1.37 / 812.5]]),
+                   curve=[[4095, 1.37, 1.37 / 0.33, 812.5]]),
         CaseResult("rope.apply/long/near-2p24", "float32", "acceptable", 0.9, 0.97, [0, 1, 0, 0],
                    notes=["budget too wide to tell m from m+1"], duration_s=0.03,
                    curve=_curve(long, 0.5, 2.0**-24)),
@@ -48,7 +52,7 @@ def sample_report(**overrides) -> Report:
                    duration_s=0.001),
         CaseResult("rope.apply/llama2-d128/decode-65535", "float16", "fail", math.nan, math.inf,
                    [0, 0, 0, 0], [Diagnosis("non-finite", "the output holds NaN or Inf")],
-                   curve=[[65535, math.inf, 0.01], [65536, math.nan, 0.01]]),
+                   curve=[[65535, math.inf, 0.01, math.inf], [65536, math.nan, 0.01, math.inf]]),
     ]
     identities = [
         IdentityResult("norm-per-pair", "float32", "pass", 1.2e-7, 4.8e-7),

@@ -62,7 +62,7 @@ def test_non_finite_numbers_become_strings_that_float_reads():
     nonfinite = doc["cases"][6]
     assert nonfinite["max_abs_error"] == "NaN" and nonfinite["budget_ratio"] == "Infinity"
     assert math.isinf(float(nonfinite["budget_ratio"]))
-    assert nonfinite["curve"][0] == [65535, "Infinity", 0.01]
+    assert nonfinite["curve"][0] == [65535, "Infinity", 0.01, "Infinity"]
     _strict_load(json_report.dumps(sample_report()))
 
 
@@ -71,7 +71,7 @@ def test_numpy_values_are_converted():
     r.cases[0].max_abs_error = np.float32(1.5e-7)
     r.cases[0].budget_ratio = np.float64(0.25)
     r.cases[0].worst_index = list(np.array([0, 1, 2, 3], dtype=np.int64))
-    r.cases[0].curve = np.array([[0, 1e-8, 1e-7], [5, 2e-8, 2e-7]]).tolist()
+    r.cases[0].curve = np.array([[0, 1e-8, 1e-7, 0.1], [5, 2e-8, 2e-7, 0.1]]).tolist()
     r.cases[1].worst_index = (np.int64(1), np.int32(2))
     doc = _strict_load(json_report.dumps(r))
     assert doc["cases"][0]["worst_index"] == [0, 1, 2, 3]
@@ -81,7 +81,7 @@ def test_numpy_values_are_converted():
 
 def test_curve_points_stay_on_one_line_each():
     text = json_report.dumps(sample_report())
-    assert '[65535, "Infinity", 0.01]' in text
+    assert '[65535, "Infinity", 0.01, "Infinity"]' in text
     assert '"worst_index": [0, 3, 1, 70]' in text
 
 

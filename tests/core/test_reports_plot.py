@@ -81,3 +81,30 @@ def test_plot_does_not_touch_pyplot_state():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:  # imported by someone else: we must not have left figures open
         assert pyplot.get_fignums() == []
+
+
+def test_the_ratio_panel_shows_the_verdicts_ratio():
+    """A case failing with element ratio 138 has max error / max budget 0.33 at its position; the
+    panel must show 138 (the quantity the verdict uses), above the pass line."""
+    r = sample_report(cases=[CaseResult("rope.apply/a/x", "bfloat16", "fail", budget_ratio=138.0,
+                                        curve=[[4095, 0.033, 0.1, 138.0]])])
+    assert plot.series(r)["bfloat16"]["ratio"] == [138.0]
+
+
+def test_every_failing_case_is_drawn_above_the_pass_line():
+    """Graded end to end: every case that fails on its numbers has a plotted point over 1, and
+    no passing case has one."""
+    from conformance import run_conformance
+    from support import style
+
+    report = run_conformance(style("bf16_angles"), "rope.apply", dtypes=("float32", "bfloat16"),
+                             cases="rope.apply/llama2-d128/*,rope.apply/gpt-j-6b/*", identities=False)
+    failing = [c for c in report.cases if c.verdict == "fail" and c.budget_ratio is not None]
+    assert failing
+    for case in failing:
+        one = sample_report(cases=[case])
+        assert max(plot.series(one)[case.dtype]["ratio"]) > 1.0, case.id
+        assert max(p[3] for p in case.curve) == pytest.approx(case.budget_ratio), case.id
+    for case in report.cases:
+        if case.verdict in ("pass", "acceptable"):
+            assert max(p[3] for p in case.curve) <= 1.0, case.id
