@@ -129,3 +129,55 @@ def describe(fn) -> str:
     module = getattr(fn, "__module__", None) or "?"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     return f"{module}:{name}"
+
+
+def source_location(target, fn=None):
+    """(file, line) where the adapter is defined, or None: for JUnit ``file``/``line``
+    attributes, so that CI annotations point at the user's code.
+
+    From the callable when there is one (inspect), else from TARGET without importing it (an
+    isolated run): the file of a path target or of the module's spec, and the line of the
+    top-level ``def``/``class`` of the first name part. The file is relative to the current
+    directory when it lies inside it.
+    """
+    import ast
+    import inspect
+
+    path = line = None
+    if fn is not None:
+        try:
+            obj = inspect.unwrap(fn)
+            path = inspect.getsourcefile(obj)
+            line = inspect.getsourcelines(obj)[1]
+        except (TypeError, OSError):
+            path = None
+    if path is None and isinstance(target, str):
+        try:
+            where, name = split_target(target)
+        except UsageError:
+            return None
+        if _is_path(where):
+            path = str(Path(where).expanduser())
+        else:
+            try:
+                spec = importlib.util.find_spec(where)
+            except (ImportError, ValueError):
+                spec = None
+            path = getattr(spec, "origin", None)
+        if not path or not Path(path).is_file():
+            return None
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            tree = None
+        first = name.split(".")[0]
+        line = next((n.lineno for n in getattr(tree, "body", ())
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == first), 1)
+    if path is None:
+        return None
+    resolved = Path(path).resolve()
+    try:
+        shown = str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(resolved)
+    return shown, int(line or 1)

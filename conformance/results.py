@@ -75,6 +75,8 @@ class Report:
     profile: str
     # What the protocol's probe found (RoPE: {"summary", "detected_layout", ...}); None without one.
     probe: Optional[dict] = None
+    # Where the adapter is defined, {"file", "line"} (JUnit annotations); None when unknown.
+    source: Optional[dict] = None
     cases: list = field(default_factory=list)  # list[CaseResult]
     identities: list = field(default_factory=list)  # list[IdentityResult]
 
@@ -95,6 +97,7 @@ class Report:
             "vectors_digest": self.vectors_digest,
             "protocol": self.protocol,
             "target": self.target,
+            "source": self.source,
             "environment": self.environment,
             "profile": self.profile,
             "summary": self.summary(),

@@ -315,6 +315,11 @@ def run(
         environment=environment.collect(opts.device, opts.dtypes),
         profile=opts.profile,
     )
+    from conformance.loader import source_location
+
+    where = source_location(target, fn)
+    if where is not None:
+        report.source = {"file": where[0], "line": where[1]}
     invoker = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
     try:
         if opts.isolate:

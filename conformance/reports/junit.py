@@ -3,7 +3,8 @@
     <testsuites name="posref" tests= failures= errors= skipped= time=>
       <testsuite name="posref.<protocol>" ...>
         <properties>  suite version, vectors digest, target, profile, probe.*, environment.*
-        <testcase classname="<protocol>" name="<case id>[<dtype>]" time=...>   one per case x dtype
+        <testcase classname="<protocol>" name="<case id>[<dtype>]" time= file= line=>   one per
+                  case x dtype; file and line locate the adapter (CI annotations point there)
           <failure message= type=<first diagnosis code>>  for fail
           <error ...>                                      for error
           <skipped message=...>                            for skip
@@ -74,11 +75,13 @@ def build(report) -> ET.Element:
     for name, value in fields:
         _sub(props, "property", name=name, value=value)
 
+    # file and line of the adapter on every testcase: CI annotations (GitHub, GitLab) point there.
+    where = {} if not report.source else {"file": report.source["file"], "line": str(report.source["line"])}
     for case in report.cases:
         t = float(case.duration_s or 0.0)
         total_time += t
         tc = _sub(suite, "testcase", classname=report.protocol, name=f"{case.id}[{case.dtype}]",
-                  time=f"{t:.6f}")
+                  time=f"{t:.6f}", **where)
         if case.verdict == "fail":
             n_fail += 1
             el = _sub(tc, "failure", message=case_reason(case),
@@ -98,7 +101,7 @@ def build(report) -> ET.Element:
 
     for ident in report.identities:
         tc = _sub(suite, "testcase", classname=f"{report.protocol}.identities",
-                  name=f"{ident.id}[{ident.dtype}]", time="0")
+                  name=f"{ident.id}[{ident.dtype}]", time="0", **where)
         detail = (f"residual {fmt_float(ident.residual)}, bound {fmt_float(ident.bound)}"
                   + (f": {ident.message}" if ident.message else ""))
         diag = "\n".join(f"{c}: {m}" for c, m in zip(codes(ident.diagnoses), messages(ident.diagnoses)))

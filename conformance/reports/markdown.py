@@ -1,9 +1,9 @@
 """``--markdown FILE``: a summary a reviewer pastes into a review or an issue.
 
 It cites what makes the verdict reproducible (suite version, the full vectors digest, target,
-environment), the counts, a table of failing cases and identities with their diagnoses, and one
-citation line per failing case, e.g.
-"posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]: fail (positions shifted by +1)".
+environment), the counts, a table of failing cases and identities with their diagnoses, a block of
+citable ids (one per failing case, e.g. "posref 0.1.0 rope.apply/llama2-d128/decode-4095
+[bfloat16]": the table already says why), and the command that reproduces the first failure.
 """
 
 from __future__ import annotations
@@ -98,11 +98,13 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
 
     if bad_cases:
         out += ["### Citations", "", "```text"]
-        out += [citation(report, c) for c in bad_cases[:max_rows]]
+        out += [f"posref {report.suite_version} {c.id} [{c.dtype}]" for c in bad_cases[:max_rows]]
         out += ["```", ""]
         repro = next((c.repro for c in bad_cases if c.repro), "")
         if repro:
-            out += ["<details><summary>Reproduce the first failure</summary>", "", "```python",
+            # A repro is a posref command line, or Python when the adapter was a callable.
+            language = "shell" if repro.startswith("posref ") else "python"
+            out += ["<details><summary>Reproduce the first failure</summary>", "", f"```{language}",
                     repro.rstrip(), "```", "", "</details>", ""]
 
     if skipped:

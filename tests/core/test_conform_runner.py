@@ -78,9 +78,9 @@ def test_case_result_fields():
     assert 0 < case.budget_ratio <= 1
     assert len(case.worst_index) == 4
     assert case.max_abs_error > 0
-    positions = [p for p, _, _ in case.curve]
+    positions = [p for p, *_ in case.curve]
     assert positions == sorted(positions) and 0 in positions
-    assert all(e <= b for _, e, b in case.curve)
+    assert all(e <= b and r <= 1.0 for _, e, b, r in case.curve)
     assert case.duration_s > 0
     assert "rope.apply/llama2-d128/row-offsets" in case.repro
 

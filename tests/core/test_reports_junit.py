@@ -88,3 +88,31 @@ def test_all_passing_report(tmp_path):
     root = _parse(tmp_path, passing_report())
     assert root.get("failures") == "0" and root.get("errors") == "0"
     assert root.find("testsuite").find("testcase/failure") is None
+
+
+def test_testcases_point_at_the_adapter_for_ci_annotations(tmp_path):
+    """file and line on every testcase, from a real run (in-process and isolated)."""
+    import xml.etree.ElementTree as ET
+
+    from conformance import run_conformance
+
+    adapter = tmp_path / "my_rope.py"
+    adapter.write_text("import sys\n\n\ndef helper():\n    pass\n\n\ndef apply(x, positions, spec):\n"
+                       "    sys.exit(3)\n")
+    for isolate in (False, True):
+        report = run_conformance(f"{adapter}:apply", "rope.apply", dtypes=("float32",), identities=False,
+                                 cases="rope.apply/llama2-d128/prefill-8", isolate=isolate)
+        assert report.source["line"] == 8 and report.source["file"].endswith("my_rope.py")
+        root = ET.fromstring(junit.dumps(report))
+        (tc,) = root.iter("testcase")
+        assert tc.get("file").endswith("my_rope.py") and tc.get("line") == "8"
+
+
+def test_source_location_of_a_module_target_and_of_a_callable():
+    from conformance.loader import source_location
+
+    file, line = source_location("conformance.loader:source_location")
+    assert file.endswith("conformance/loader.py") and line > 1
+    assert source_location(None, source_location) == (file, line)
+    assert source_location("no_such_module_xyz:fn") is None
+    assert source_location(None, len) is None  # a builtin has no source

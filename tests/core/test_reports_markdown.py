@@ -1,4 +1,4 @@
-"""--markdown: what a reviewer pastes: suite version, full digest, target, counts, citations."""
+"""--markdown: what a reviewer pastes: suite version, full digest, target, counts, citable ids."""
 
 from __future__ import annotations
 
@@ -35,11 +35,18 @@ def test_failing_cases_table_and_citations():
     assert len(rows) == 3
     assert rows[0].startswith("| `rope.apply/llama2-d128/decode-4095` | bfloat16 | fail | 812 |")
     assert "position-offset: positions shifted by +1" in rows[0]
-    assert ("posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]: fail "
-            "(positions shifted by +1)") in text.splitlines()
-    assert ("posref 0.1.0 rope.apply/llama2-d128/left-pad [bfloat16]: error "
-            "(ZeroDivisionError: division by zero)") in text.splitlines()
-    assert "```python\nimport torch" in text  # the first failure's repro
+    # The citation block lists the citable ids; the table above already says why each fails.
+    block = text.split("### Citations", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block == ["posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]",
+                     "posref 0.1.0 rope.apply/llama2-d128/left-pad [bfloat16]",
+                     "posref 0.1.0 rope.apply/llama2-d128/decode-65535 [float16]"]
+    assert "```python\nimport torch" in text  # the first failure's repro (Python: an API call)
+
+
+def test_a_command_line_repro_is_fenced_as_shell():
+    r = sample_report()
+    r.cases[2].repro = "posref conform my.py:apply --protocol rope.apply --cases rope.apply/x/y"
+    assert "```shell\nposref conform my.py:apply" in markdown.render(r)
 
 
 def test_table_cells_cannot_break_the_table():
