@@ -1,0 +1,126 @@
+"""Protocol ``learned.lookup``: ``fn(x, positions, table, spec) -> tensor like x``.
+
+x [batch, seq, d_model] and table [num_positions, d_model] in the dtype under test, positions
+int64 [batch, seq] on the same device, spec a :class:`LearnedSpec` (num_positions, d_model,
+variant, padding_idx). The right answer is x + table[row] with row = position (variant
+"absolute": BERT, GPT-2) or position + padding_idx + 1 (variant "roberta"; padding marked -1 reads
+row padding_idx).
+
+Value cases are graded elementwise against the reference applied to the dtype-rounded inputs
+(reference.learned, NumPy backend), with the budget of conformance.learned.budgets (one rounding of
+the sum; ``standard`` also admits a float32 intermediate). Wall cases (``must_raise``: some
+position's row is outside the table) have an exception as their right answer: raising passes,
+returning anything fails with ``length-wall-missing`` (Protocol.expected_error). A failing value
+is explained by the closest shifted-row mutant (``position-offset``, conformance.learned.diagnosis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (
+    abs_error,
+    argmax_index,
+    check_tensor,
+    finite_max,
+    mutation_problems,
+    nonfinite_problem,
+    per_position_curve,
+    ratio_max,
+    token_max,
+    torch_dtype,
+)
+from conformance.learned import budgets
+from conformance.learned.spec import spec_of
+
+
+class LearnedLookup(Protocol):
+    name = "learned.lookup"
+    family = "learned"
+    signature = "fn(x, positions, table, spec) -> tensor like x"
+    layouts = ()
+    dtype_free = False
+    acceptable_note = "a float32 intermediate: float64 computed in float32, or a float32 sum rounded again"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], case.arrays["table"],
+                                   spec, dtype, device)
+
+    def prepare_arrays(self, x, positions, table, spec, dtype, device) -> Prepared:
+        """Tensors for the adapter (x and table in ``dtype``), and their float64 values."""
+        import torch
+
+        tdtype = torch_dtype(dtype)
+        x_t = torch.from_numpy(np.array(x, dtype=np.float64)).to(device=device, dtype=tdtype)
+        table_t = torch.from_numpy(np.array(table, dtype=np.float64)).to(device=device, dtype=tdtype)
+        pos = np.array(positions, dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "positions": pos,
+                  "table": table_t.detach().to("cpu", torch.float64).numpy()}
+        watched = {"x": (x_t, x_t.clone()), "positions": (pos_t, pos_t.clone()),
+                   "table": (table_t, table_t.clone())}
+        return Prepared((x_t, pos_t, table_t, spec), inputs, watched, dtype, device)
+
+    def expected_error(self, case, spec):
+        if not case.params.get("must_raise"):
+            return None
+        from conformance.learned import diagnosis
+
+        return diagnosis.missing_wall(case.arrays["positions"], spec)
+
+    def reference(self, prepared: Prepared, spec) -> np.ndarray:
+        from reference.learned import lookup
+
+        i = prepared.inputs_f64
+        return lookup(i["x"], i["positions"], i["table"], variant=spec.variant,
+                      padding_idx=spec.padding_idx, backend="numpy")
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        from conformance.learned.diagnosis import reference_rows
+
+        x = prepared.inputs_f64["x"]
+        pos = prepared.inputs_f64["positions"]
+        table = prepared.inputs_f64["table"]
+        out, problems, got = check_tensor(value, "the output", x.shape, prepared.dtype, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        ref = self.reference(prepared, spec)
+        bad = nonfinite_problem(out, ref, "the output")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        t = table[reference_rows(pos, spec)]
+        for profile in tolerance.PROFILES:
+            budget = budgets.sum_budget(x, t, prepared.dtype, profile)
+            r = tolerance.ratio(err, budget)
+            finite = np.where(np.isfinite(r), r, -1.0)
+            best = finite.max(initial=-1.0)
+            graded.ratio[profile] = float(best) if best >= 0 else None
+            graded.worst_index[profile] = argmax_index(r) if r.size else None
+            graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(budget), ratio_max(r))
+        return graded
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.learned import diagnosis
+
+        i = prepared.inputs_f64
+        try:
+            return diagnosis.diagnose_lookup(i["x"], i["positions"], i["table"], graded.output_f64, spec, dtype)
+        except (ValueError, TypeError, IndexError, FloatingPointError, OverflowError):
+            return []  # odd data defeat the analysis: a diagnosis must never stop the run
+
+    def blackbox(self, invoker, dtype, device, probe) -> list:
+        from conformance.learned import blackbox
+
+        return blackbox.lookup_checks(invoker, self.name, dtype, device)
+
+
+PROTOCOL = LearnedLookup()
