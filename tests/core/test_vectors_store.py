@@ -158,19 +158,24 @@ def test_iter_cases_filters_by_protocol_and_ids_are_unique():
 
 
 def test_arrays_follow_the_protocol_contract():
+    """Every stored array has the dtype and shape its family's VectorProtocol declares."""
     for case in ALL_CASES:
-        p = case.params
-        half = p["rotary_dim"] // 2
+        proto = catalog.protocol(case.protocol)
         for role, dtype in store.protocol_arrays(case.protocol).items():
             assert case.arrays[role].dtype == np.dtype(dtype), (case.id, role)
-        if case.protocol == "rope.frequencies":
-            assert case.arrays["inv_freq"].shape == (half,)
-            assert case.arrays["attention_factor"].shape == ()
+        for role, shape in proto.shapes(case.params, case.arrays).items():
+            assert case.arrays[role].shape == tuple(shape), (case.id, role)
+
+
+def test_rope_arrays_and_seq_len():
+    for case in ALL_CASES:
+        if case.protocol not in ("rope.apply", "rope.cache"):
             continue
+        p = case.params
         b, s = case.arrays["positions"].shape
         assert p["seq_len"] == int(case.arrays["positions"].max()) + 1
         if case.protocol == "rope.cache":
-            assert case.arrays["cos"].shape == case.arrays["sin"].shape == (b, s, half)
+            assert case.arrays["cos"].shape == case.arrays["sin"].shape == (b, s, p["rotary_dim"] // 2)
         else:
             assert case.arrays["x"].shape == case.arrays["expected"].shape
             assert case.arrays["x"].shape[:2] == (b, s) and case.arrays["x"].shape[3] == p["head_dim"]
@@ -306,7 +311,9 @@ def test_catalog_tests_have_comments_and_known_flags():
 
 
 def test_catalog_select():
-    assert len(catalog.select("rope")) == len(catalog.all_groups())
+    rope = catalog.select("rope")
+    assert rope and {g.family for g in rope} == {"rope"}
+    assert len(rope) == sum(g.family == "rope" for g in catalog.all_groups())
     assert {g.protocol for g in catalog.select("rope.cache")} == {"rope.cache"}
     assert [g.key for g in catalog.select("rope.apply/llama2-d128")] == ["rope.apply/llama2-d128"]
     assert {g.protocol for g in catalog.select("llama2-d128")} == {"rope.apply", "rope.cache",
