@@ -90,7 +90,10 @@ def load_target(target: str):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise UsageError(f"{where} has no attribute {name!r}") from None
+            from conformance.errors import did_you_mean
+
+            names = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))]
+            raise UsageError(f"{where} has no attribute {name!r}{did_you_mean(part, names)}") from None
         except Exception as exc:  # noqa: BLE001 - a property raising
             raise UsageError(f"{where}: getting {name!r} raised {_one_line(exc)}") from None
     if not callable(obj):
@@ -181,3 +184,41 @@ def source_location(target, fn=None):
     except ValueError:
         shown = str(resolved)
     return shown, int(line or 1)
+
+
+def signature_problem(target, fn, nargs: int, signature: str):
+    """Why the adapter cannot be called with ``nargs`` positional arguments, or None.
+
+    From the callable's signature when there is one; for an isolated run (no callable in this
+    process) from the ``def`` in its source, read without importing it. None when it cannot be
+    told (builtins, decorated or dynamically made callables): grading then finds out.
+    """
+    import ast
+    import inspect
+
+    if fn is not None:
+        try:
+            inspect.signature(fn).bind(*range(nargs))
+        except TypeError as exc:
+            return f"{target or describe(fn)} cannot be called as {signature} ({exc})"
+        except ValueError:
+            return None
+        return None
+    where = source_location(target)
+    if where is None:
+        return None
+    try:
+        tree = ast.parse(Path(where[0]).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno == where[1]), None)
+    if node is None or node.decorator_list:
+        return None
+    a = node.args
+    positional = len(a.posonlyargs) + len(a.args)
+    required = positional - len(a.defaults)
+    required += sum(1 for d in a.kw_defaults if d is None)  # keyword-only without default
+    if required > nargs or (a.vararg is None and positional < nargs):
+        return f"{target} defines {node.name}({ast.unparse(a)}), which cannot be called as {signature}"
+    return None

@@ -121,13 +121,16 @@ def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_c
     if golden_cases is None:
         from reference.golden import store
 
-        golden_cases = store.iter_cases(protocol, directory)
+        golden_cases = list(store.iter_cases(protocol, directory))
     cases = [c for c in golden_cases if c.protocol == protocol]
     if pattern:
         patterns = [p for p in str(pattern).split(",") if p]
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
         if not cases:
-            raise OptionError(f"no {protocol} case matches --cases {pattern!r} (see `posref vectors list`)")
+            from conformance.errors import did_you_mean
+
+            hint = did_you_mean(patterns[0], [c.id for c in golden_cases if c.protocol == protocol])
+            raise OptionError(f"no {protocol} case matches --cases {pattern!r}{hint} (see `posref vectors list`)")
     elif not cases:
         raise OptionError(f"the golden vectors hold no case for protocol {protocol!r}")
     return cases
@@ -315,8 +318,12 @@ def run(
         environment=environment.collect(opts.device, opts.dtypes),
         profile=opts.profile,
     )
-    from conformance.loader import source_location
+    from conformance.loader import signature_problem, source_location
 
+    mismatch = signature_problem(target, fn, proto.arity, proto.signature.split(" ->")[0])
+    if mismatch is not None:
+        raise UsageError(f"{mismatch}: is it the adapter for another protocol? ({opts.protocol} adapters are "
+                         f"{proto.signature})")
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}

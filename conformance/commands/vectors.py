@@ -167,7 +167,10 @@ def run_show(args) -> int:
     try:
         case = store.get_case(args.case_id)
     except KeyError:
-        raise UsageError(f"unknown case id {args.case_id!r} (see: posref vectors list)") from None
+        from conformance.errors import did_you_mean
+
+        hint = did_you_mean(args.case_id, [c.id for c in _load_cases()])
+        raise UsageError(f"unknown case id {args.case_id!r}{hint} (see: posref vectors list)") from None
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
     print(f"{case.id}   (posref suite {store.SUITE_VERSION})")

@@ -119,6 +119,12 @@ class Protocol:
     def blackbox(self, invoker, dtype, device: str, probe: Optional[Probe]) -> list:
         return []
 
+    @property
+    def arity(self) -> int:
+        """The number of positional arguments the adapter gets, from ``signature``."""
+        inside = self.signature.split("(", 1)[1].split(")", 1)[0]
+        return len([a for a in inside.split(",") if a.strip()])
+
     def repro_call(self) -> str:
         """The adapter call in a Python repro, using the names ``args`` built by ``prepare``."""
         return "fn(*args)"

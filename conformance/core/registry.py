@@ -13,7 +13,7 @@ import pkgutil
 from functools import lru_cache
 
 from conformance.core.codes import CORE_CODES
-from conformance.errors import UsageError
+from conformance.errors import UsageError, did_you_mean
 
 
 @lru_cache(maxsize=None)
@@ -46,7 +46,8 @@ def get(name: str):
     """The protocol object for ``name``; UsageError (one line) for an unknown name."""
     modules = _modules()
     if not isinstance(name, str) or name not in modules:
-        raise UsageError(f"unknown protocol {name!r}; known protocols: {', '.join(sorted(modules))}")
+        raise UsageError(f"unknown protocol {name!r}{did_you_mean(name, modules)}; known protocols: "
+                         f"{', '.join(sorted(modules))}")
     return importlib.import_module(modules[name]).PROTOCOL
 
 

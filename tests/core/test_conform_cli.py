@@ -177,3 +177,25 @@ def test_cli_has_a_default_timeout_so_a_hang_cannot_stall_ci():
 
     args = build_parser().parse_args(["conform", "x.py:f", "--protocol", "rope.apply"])
     assert args.timeout is not None and 0 < args.timeout <= 600
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_adapter_of_another_protocol_is_a_usage_error_before_grading(isolate, capsys):
+    args = ["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.cache"]
+    assert main(args + (["--isolate"] if isolate else [])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be called as fn(positions, spec)" in err
+    assert "another protocol" in err
+
+
+@pytest.mark.parametrize("args, suggestion", [
+    (["conform", "examples/rope/hf_rotate_half.py:aply", "--protocol", "rope.apply"], "did you mean 'apply'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.aply"], "did you mean 'rope.apply'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.apply", "--cases",
+      "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
+    (["vectors", "show", "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
+])
+def test_a_misspelled_name_gets_the_nearest_suggestion(args, suggestion, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and suggestion in err
