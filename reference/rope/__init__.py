@@ -5,45 +5,62 @@ theta.py for formulas and sources):
 
 - inv_freq(rotary_dim, base) / inv_freq_dd(rotary_dim, base): theta_i = base**(-2i/r)
 - angles(positions, inv_freq): the plain product m * theta_i
-- cos_sin(positions, rotary_dim, base, *, backend): accurate cos/sin table
-- apply(x, positions, *, rotary_dim, base, layout, backend): RoPE of x [b, s, h, d]
+- cos_sin(positions, rotary_dim, base, *, backend, mode): accurate cos/sin table
+- apply(x, positions, *, rotary_dim, base, layout, backend, mode): RoPE of x [b, s, h, d]
 - rotate_pairs(x, cos, sin, *, layout, rotary_dim): apply given tables (NumPy)
 - freqs_cis / apply_complex: the complex (Meta) form
 - rotation_matrix(position, rotary_dim, base, layout): dense R_m
 - layout_permutation(rotary_dim): half = interleaved[perm]
 - frequencies(rotary_dim, base, scaling, seq_len): (inv_freq, attention_factor) by rope_type
+- phase (module), re-exported: FrequencyTable, table_from_mp(key, values), ladder(rotary_dim,
+  base), cos_sin_table(positions, table, *, backend, mode), rotate_table(x, positions, table, *,
+  layout, rotary_dim, backend, mode): the family-free frequency-table code every family reuses
 
 Backends: "cpu" (Numba njit), "cuda" (numba.cuda; simulator with NUMBA_ENABLE_CUDASIM=1),
-"numpy" (independent twin). Kernel modules are imported lazily, so importing this package
-compiles nothing and never imports numba.cuda. Never imports torch.
+"numpy" (independent twin). Modes: "fast" (default) and "golden" (correctly rounded). Kernel
+modules are imported lazily, so importing this package compiles nothing and never imports
+numba.cuda. Never imports torch.
 
-Accuracy (ACCURACY.md, measured against the mpmath oracle in oracle.py): cos/sin within 1.005 ulp
-and apply within 1.94 ulps of each pair's norm over 620,000 / 103,104 sampled values at
-positions |m| <= 2**24, rotary_dim <= 256, base 1e4..1e6 (the plain float64 product m * theta is
-off by up to 1.8e-9 there). Tests enforce 1.5 ulp and 2.5 pair-ulps.
+Limits: positions |m| <= 2**53, base in [1, 2**64], table frequencies in [2**-64, 2**20]; other
+inputs raise a one-line ValueError naming the argument.
+
+Accuracy (ACCURACY.md, against the mpmath oracle in oracle.py): the angle is reduced exactly
+(Payne-Hanek), so fast cos/sin are within 1 ulp of the exact value for every accepted position,
+including values next to zeros (tests enforce 1.5 ulp); golden values are the nearest doubles.
+Fast apply is within (2 kappa + 2)(1 + 2**-50) ulps of each pair's norm, proven given cos/sin
+within kappa ulps (4 for kappa = 1); golden apply outputs are correctly rounded.
 """
 
-from ._validate import BACKENDS, LAYOUTS
+from ._validate import BACKENDS, LAYOUTS, MODES
 from .complex_form import apply_complex, freqs_cis
+from . import phase
 from .core import angles, apply, cos_sin
+from .phase import FrequencyTable, cos_sin_table, ladder, rotate_table, table_from_mp
 from .theta import ROPE_TYPES, frequencies, inv_freq, inv_freq_dd
 from .layouts import layout_permutation, pair_indices, rotate_pairs
 from .matrix import rotation_matrix
 
 __all__ = [
     "BACKENDS",
+    "FrequencyTable",
     "LAYOUTS",
+    "MODES",
     "ROPE_TYPES",
     "angles",
     "apply",
     "apply_complex",
     "cos_sin",
+    "cos_sin_table",
     "freqs_cis",
     "frequencies",
     "inv_freq",
     "inv_freq_dd",
+    "ladder",
     "layout_permutation",
     "pair_indices",
+    "phase",
+    "rotate_table",
     "rotate_pairs",
     "rotation_matrix",
+    "table_from_mp",
 ]

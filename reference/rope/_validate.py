@@ -11,18 +11,27 @@ import numpy as np
 
 LAYOUTS = ("half", "interleaved")
 BACKENDS = ("cpu", "cuda", "numpy")
+MODES = ("fast", "golden")
+
+# base**(-2i/r) must stay inside the frequency range phase.py supports, [2**-64, 2**20]: any base
+# in [1, 2**64] gives theta_i in (1/base, 1]. Below 1 the ladder would grow (and the angle's
+# integer part outrun every reduction); above 2**64 the smallest theta falls below 2**-64.
+MIN_BASE = 1.0
+MAX_BASE = 2.0**64
 
 # float64 holds every integer up to 2**53; beyond it m * theta is not even defined exactly.
 MAX_ABS_POSITION = 2**53
 
 
 def check_base(base):
-    """base: a finite real number > 0 (returned as float)."""
+    """base: a finite real number in [1, 2**64] (returned as float)."""
     if isinstance(base, (bool, np.bool_)) or not isinstance(base, numbers.Real):
         raise ValueError(f"base: must be a real number, got {base!r}")
     value = float(base)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"base: must be finite and > 0, got {base!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"base: must be finite, got {base!r}")
+    if not MIN_BASE <= value <= MAX_BASE:
+        raise ValueError(f"base: must be in [1, 2**64] (theta = base**(-2i/r)), got {base!r}")
     return value
 
 
@@ -44,6 +53,12 @@ def check_layout(layout):
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout: must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     return layout
+
+
+def check_mode(mode):
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode: must be one of {', '.join(MODES)}; got {mode!r}")
+    return mode
 
 
 def check_backend(backend):

@@ -9,13 +9,13 @@ the identities compare against apply(layout="interleaved").
 
 
 from ._validate import check_base, check_positions, check_rotary_dim, check_x, resolve_rotary_dim
-from .numpy_twin import cos_sin as _cos_sin
+from .phase import _cos_sin, ladder
 
 
 def freqs_cis(positions, rotary_dim, base=10000.0):
     """e^{i m theta_i} as complex128 [..., r/2] for positions [...] (int64)."""
     r = check_rotary_dim(rotary_dim)
-    c, s = _cos_sin(check_positions(positions), r, check_base(base))
+    c, s = _cos_sin(check_positions(positions), ladder(r, check_base(base)), "numpy", "fast")
     return c + 1j * s
 
 

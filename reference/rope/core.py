@@ -4,29 +4,30 @@ Source: Su et al., RoFormer (arXiv 2104.09864) eq. 15 / eq. 34: pair i of the to
 position m turns by the angle m * theta_i, (a, b) -> (a cos - b sin, a sin + b cos), with
 theta_i = base**(-2i/r). Layouts and partial rotary: see layouts.py.
 
-Backends compute the same thing by different code:
-- "cpu": Numba @njit kernels (cpu_kernels.py) over the double-double angle of ddmath.py;
+``cos_sin`` and ``apply`` are thin wrappers over the family-free frequency-table code in
+phase.py (``phase.ladder`` builds the table, ``phase.cos_sin_table`` / ``phase.rotate_table``
+evaluate it). Backends compute the same thing by different code:
+- "cpu": Numba @njit kernels (cpu_kernels.py) over ddmath.py (integer Payne-Hanek reduction);
 - "cuda": numba.cuda.jit kernels (cuda_kernels.py) over the same ddmath functions;
-- "numpy": the vectorised twin (numpy_twin.py) that reduces in turns with exact products.
-Accuracy (measured, see ACCURACY.md): cos/sin within about 1 ulp of the exact value for
-positions |m| <= 2**31 and any rotary_dim/base in the tested range; larger |m| up to 2**53 is
-accepted and degrades gracefully (theta's double-double error times m).
+- "numpy": the vectorised twin (numpy_twin.py): float chunks and an error-free summation.
+Accuracy (ACCURACY.md): the reduction is exact for every accepted position |m| <= 2**53, so
+fast-mode cos/sin are within 1 ulp (measured, including values next to zeros), and golden mode
+returns the correctly rounded value.
 """
 
 import numpy as np
 
-from . import numpy_twin
+from . import phase
 from ._validate import (
     check_backend,
     check_base,
     check_layout,
+    check_mode,
     check_positions,
     check_rotary_dim,
     check_x,
     resolve_rotary_dim,
 )
-from .theta import inv_freq_dd
-from .layouts import _rotate_in_place
 
 
 def angles(positions, inv_freq):
@@ -42,28 +43,30 @@ def angles(positions, inv_freq):
     return m.astype(np.float64)[..., None] * freq.astype(np.float64)
 
 
-def cos_sin(positions, rotary_dim, base=10000.0, *, backend="cpu"):
+def cos_sin(positions, rotary_dim, base=10000.0, *, backend="cpu", mode="fast"):
     """(cos, sin) of m * theta_i, each float64 [..., r/2] for positions of any shape [...].
 
-    Accurate to about 1 ulp (double-double angle reduced modulo 2*pi).
+    theta_i = base**(-2i/r); positions |m| <= 2**53; base in [1, 2**64].
+    mode "fast": within 1 ulp of the exact value (measured; 1.5 enforced by tests).
+    mode "golden": each value the float64 nearest to the exact cos/sin.
     """
     r = check_rotary_dim(rotary_dim)
     b = check_base(base)
     m = check_positions(positions)
     backend = check_backend(backend)
-    if backend == "numpy":
-        return numpy_twin.cos_sin(m, r, b)
-    hi, lo = inv_freq_dd(r, b)
-    c, s = _kernels(backend).cos_sin(m.reshape(-1), hi, lo)
-    return c.reshape(m.shape + (r // 2,)), s.reshape(m.shape + (r // 2,))
+    mode = check_mode(mode)
+    return phase._cos_sin(m, phase.ladder(r, b), backend, mode)
 
 
-def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend="cpu"):
+def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend="cpu", mode="fast"):
     """RoPE of x at the given positions, float64 [batch, seq, heads, head_dim].
 
     x: [batch, seq, heads, head_dim] of any real dtype (converted to float64 first; NaN and Inf
     propagate). positions: int64 [batch, seq], arbitrary per row. rotary_dim: None means
     head_dim; elements past rotary_dim are copied bit-identically (partial rotary).
+    mode "fast": each output within (2 kappa + 2)(1 + 2**-50) ulps of its pair's norm
+    sqrt(a**2 + b**2), proven given cos/sin within kappa ulps (4 pair-ulps for kappa = 1; measured
+    max 2.2). mode "golden": each output the float64 nearest to the exact a c - b s (a s + b c).
     """
     out = check_x(x)
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
@@ -71,20 +74,5 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend
     layout = check_layout(layout)
     m = check_positions(positions, out.shape[:2])
     backend = check_backend(backend)
-    if backend == "numpy":
-        c, s = numpy_twin.cos_sin(m, r, b)
-        return _rotate_in_place(out, c, s, r, layout)
-    hi, lo = inv_freq_dd(r, b)
-    return _kernels(backend).apply(out, m, hi, lo, 0 if layout == "half" else 1)
-
-
-def _kernels(backend):
-    """The kernel module of a Numba backend, imported on first use (so importing reference.rope
-    compiles nothing and never imports numba.cuda)."""
-    if backend == "cpu":
-        from . import cpu_kernels
-
-        return cpu_kernels
-    from . import cuda_kernels
-
-    return cuda_kernels
+    mode = check_mode(mode)
+    return phase._rotate(out, m, phase.ladder(r, b), r, layout, backend, mode)

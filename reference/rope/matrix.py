@@ -9,7 +9,7 @@ import numpy as np
 
 from ._validate import MAX_ABS_POSITION, check_base, check_layout, check_rotary_dim
 from .layouts import pair_indices
-from .numpy_twin import cos_sin as _cos_sin
+from .phase import _cos_sin, ladder
 
 
 def rotation_matrix(position, rotary_dim, base=10000.0, layout="half"):
@@ -20,7 +20,7 @@ def rotation_matrix(position, rotary_dim, base=10000.0, layout="half"):
         raise ValueError("position: |position| above 2**53 is not supported")
     r = check_rotary_dim(rotary_dim)
     layout = check_layout(layout)
-    c, s = _cos_sin(np.array(int(position), dtype=np.int64), r, check_base(base))
+    c, s = _cos_sin(np.array(int(position), dtype=np.int64), ladder(r, check_base(base)), "numpy", "fast")
     first, second = pair_indices(r, layout)
     mat = np.zeros((r, r), dtype=np.float64)
     mat[first, first] = c

@@ -7,6 +7,11 @@ reference. Default precision: 200 bits, enough for |m| up to 2**60 with > 100 co
 Also the error measures the tests use: ``ulp_error`` (error in units of the last place of the
 exact value) and ``pair_ulp_error`` for apply outputs (error in ulps of the pair's norm, since
 a rotated coordinate can cancel to near zero while its absolute error stays ~ulp(|pair|)).
+
+For golden mode: ``nearest_double`` (exact round-to-nearest-even of an mpf to float64, with
+subnormals and overflow), ``cos_sin_nearest`` / ``apply_nearest`` (the correctly rounded
+results, precision raised until the rounding is certain) and ``near_zero_positions`` (positions
+where m * theta_i comes closest to a multiple of pi/2: the convergents of 2 theta_i / pi).
 """
 
 import math
@@ -114,3 +119,120 @@ def pair_ulp_error(computed, exact, x, rotary_dim=None, layout="half"):
             scale = ulp(norm[idx]) if idx[3] < r else ulp(e)
             err[idx] = float(abs(mpmath.mpf(float(comp[idx])) - e)) / scale
     return err
+
+
+# ---- correctly rounded results (golden mode) ---------------------------------------------
+
+
+def nearest_double(x):
+    """The float64 nearest to the mpf (or int/float) x, ties to even, computed exactly from x's
+    integer mantissa and exponent: subnormals are rounded once on the 2**-1074 grid, results
+    from 2**1024 (1 - 2**-54) up become +-inf, and 0 stays 0.0."""
+    x = mpmath.mpf(x)
+    if not mpmath.isfinite(x):
+        return float(x)
+    neg, man, exp, _ = x._mpf_  # x == (-1)**neg * man * 2**exp exactly
+    man = int(man)
+    if man == 0:
+        return 0.0
+    sign = -1.0 if neg else 1.0
+    top = exp + man.bit_length() - 1  # 2**top <= |x| < 2**(top + 1)
+    lsb = max(top - 52, -1074)  # exponent of the last kept bit
+    shift = lsb - exp
+    if shift <= 0:
+        q = man << -shift
+    else:
+        q, rem = divmod(man, 1 << shift)
+        half = 1 << (shift - 1)
+        if rem > half or (rem == half and q & 1):
+            q += 1
+    if q.bit_length() + lsb > 1024:  # the rounded value reaches 2**1024
+        return math.copysign(math.inf, sign)
+    return sign * math.ldexp(q, lsb)
+
+
+def _nearest_settled(compute, prec=PREC_BITS):
+    """Round compute(prec) -> (mpf value, mpf absolute error bound) to the nearest double,
+    doubling prec (up to 8x) until both ends of the error interval round the same way."""
+    r = 0.0
+    for p in (prec, 2 * prec, 4 * prec, 8 * prec):
+        with mpmath.workprec(p + 16):
+            value, err = compute(p)
+            r = nearest_double(value)
+            if nearest_double(value - err) == nearest_double(value + err) == r:
+                return r
+    return r
+
+
+def _cs_at(m, i, rotary_dim, base, prec):
+    with mpmath.workprec(prec + 16):
+        with mpmath.workprec(prec):
+            t = _theta(i, rotary_dim, base)
+        ang = m * t
+        err = (abs(ang) + 1) * mpmath.mpf(2) ** (8 - prec)
+        return mpmath.cos(ang), mpmath.sin(ang), err
+
+
+def cos_sin_nearest(positions, rotary_dim, base=10000.0, prec=PREC_BITS, pairs=None):
+    """The correctly rounded (cos, sin) of m theta_i: float64 arrays [n, len(pairs)] for
+    positions [n] (pairs: the indices i to compute, default all r/2)."""
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1).tolist()
+    idx = list(range(rotary_dim // 2)) if pairs is None else [int(i) for i in pairs]
+    c = np.empty((len(pos), len(idx)))
+    s = np.empty((len(pos), len(idx)))
+    for t, m in enumerate(pos):
+        for k, i in enumerate(idx):
+            c[t, k] = _nearest_settled(lambda p: _cs_at(m, i, rotary_dim, base, p)[::2], prec)
+            s[t, k] = _nearest_settled(lambda p: _cs_at(m, i, rotary_dim, base, p)[1:], prec)
+    return c, s
+
+
+def apply_nearest(x, positions, rotary_dim=None, base=10000.0, layout="half", prec=PREC_BITS):
+    """The correctly rounded RoPE of x [b, s, h, d] (float64 inputs taken exactly): float64."""
+    x = np.asarray(x, dtype=np.float64)
+    nb, ns, nh, d = x.shape
+    r = d if rotary_dim is None else rotary_dim
+    half = r // 2
+    pos = np.asarray(positions, dtype=np.int64)
+    out = x.copy()
+    for bi in range(nb):
+        for si in range(ns):
+            m = int(pos[bi, si])
+            for i in range(half):
+                j0, j1 = (i, i + half) if layout == "half" else (2 * i, 2 * i + 1)
+                for h in range(nh):
+                    a, b = float(x[bi, si, h, j0]), float(x[bi, si, h, j1])
+
+                    def first(p, a=a, b=b, m=m, i=i):
+                        c, s, err = _cs_at(m, i, r, base, p)
+                        return a * c - b * s, (abs(a) + abs(b)) * err
+
+                    def second(p, a=a, b=b, m=m, i=i):
+                        c, s, err = _cs_at(m, i, r, base, p)
+                        return a * s + b * c, (abs(a) + abs(b)) * err
+
+                    out[bi, si, h, j0] = _nearest_settled(first, prec)
+                    out[bi, si, h, j1] = _nearest_settled(second, prec)
+    return out
+
+
+def near_zero_positions(theta, max_position=2**53, prec=400):
+    """Positions 1 <= m <= max_position where m * theta is closest to a multiple of pi/2.
+
+    theta: mpf (or float) frequency. Returns the denominators q_k of the continued-fraction
+    convergents of 2 theta / pi (each q_k is a record: |q_k v - nint(q_k v)| is smaller than for
+    every m < q_k), as Python ints, in increasing order.
+    """
+    out = []
+    with mpmath.workprec(prec):
+        v = 2 * mpmath.mpf(theta) / mpmath.pi
+        q_prev, q = 0, 1  # q_(-1), q_0
+        x = v
+        while q <= max_position:
+            out.append(q)
+            frac = x - mpmath.floor(x)
+            if frac == 0:
+                break
+            x = 1 / frac
+            q_prev, q = q, int(mpmath.floor(x)) * q + q_prev
+    return out

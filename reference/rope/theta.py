@@ -4,63 +4,27 @@ Source: Su et al., RoFormer (arXiv 2104.09864) section 3.3, theta_i = 10000**(-2
 eq. 15 writes the same set 1-based). ``rotary_dim`` r plays the role of d (GPT-NeoX / GPT-J
 partial rotary).
 
-The values are evaluated with mpmath at 256 bits from the float64 ``base`` taken exactly, then
-rounded: ``inv_freq`` is correctly rounded, ``inv_freq_dd`` is the double-double (hi, lo) with
-hi + lo equal to theta_i to about 2**-106 relative. Both are cached per (rotary_dim, base).
+The values come from the frequency table ``phase.ladder(rotary_dim, base)`` (mpmath at 576 bits
+from the float64 ``base`` taken exactly, cached per (rotary_dim, base)): ``inv_freq`` is correctly
+rounded, ``inv_freq_dd`` is the double-double (hi, lo) with hi + lo equal to theta_i to about
+2**-106 relative.
 
 ``frequencies`` dispatches by ``rope_type`` through ``ROPE_TYPES`` (HF ``rope_parameters``
 naming); only "default" exists until the scaling issue adds the others.
 """
 
-import functools
-
-import mpmath
 import numpy as np
 
 from ._validate import check_base, check_rotary_dim
-
-_PREC_BITS = 256
-# theta_i / (2 pi) is split into this many chunks of _CHUNK_BITS significant bits each, for the
-# NumPy twin's exact reduction in turns (see numpy_twin.py).
-_TURN_CHUNKS = 7
-_CHUNK_BITS = 26
-
-
-def _theta_mp(rotary_dim, base):
-    """theta_i as mpf values at the current mpmath precision."""
-    b = mpmath.mpf(base)
-    r = mpmath.mpf(rotary_dim)
-    return [b ** (-(2 * i) / r) for i in range(rotary_dim // 2)]
-
-
-@functools.lru_cache(maxsize=256)
-def _theta_tables(rotary_dim, base):
-    with mpmath.workprec(_PREC_BITS):
-        thetas = _theta_mp(rotary_dim, base)
-        hi = np.array([float(t) for t in thetas], dtype=np.float64)
-        lo = np.array([float(t - mpmath.mpf(h)) for t, h in zip(thetas, hi)], dtype=np.float64)
-        two_pi = 2 * mpmath.pi
-        chunks = np.empty((_TURN_CHUNKS, len(thetas)), dtype=np.float64)
-        for i, t in enumerate(thetas):
-            rest = t / two_pi
-            for k in range(_TURN_CHUNKS):
-                # Round the remainder to _CHUNK_BITS significant bits: exact in float64.
-                with mpmath.workprec(_CHUNK_BITS):
-                    c = +rest
-                chunks[k, i] = float(c)
-                rest = rest - c
-    for arr in (hi, lo, chunks):
-        arr.setflags(write=False)
-    return hi, lo, chunks
+from .phase import ladder
 
 
 def inv_freq(rotary_dim, base=10000.0):
     """theta_i = base**(-2i/rotary_dim) for i = 0..rotary_dim/2-1, correctly rounded float64.
 
-    Returns a new float64 array of shape [rotary_dim // 2].
+    base in [1, 2**64]. Returns a new float64 array of shape [rotary_dim // 2].
     """
-    r = check_rotary_dim(rotary_dim)
-    return _theta_tables(r, check_base(base))[0].copy()
+    return ladder(check_rotary_dim(rotary_dim), check_base(base)).hi.copy()
 
 
 def inv_freq_dd(rotary_dim, base=10000.0):
@@ -68,19 +32,8 @@ def inv_freq_dd(rotary_dim, base=10000.0):
 
     hi equals ``inv_freq(rotary_dim, base)``. Each array has shape [rotary_dim // 2].
     """
-    r = check_rotary_dim(rotary_dim)
-    hi, lo, _ = _theta_tables(r, check_base(base))
-    return hi.copy(), lo.copy()
-
-
-def inv_freq_turn_chunks(rotary_dim, base=10000.0):
-    """theta_i / (2 pi) split into chunks of at most 26 significant bits: float64[7, r/2].
-
-    The chunks sum to theta_i / (2 pi) to about 2**-180 relative; any product of a chunk with an
-    integer of at most 27 bits is exact in float64. Read-only array (cached).
-    """
-    r = check_rotary_dim(rotary_dim)
-    return _theta_tables(r, check_base(base))[2]
+    table = ladder(check_rotary_dim(rotary_dim), check_base(base))
+    return table.hi.copy(), table.lo.copy()
 
 
 def default_frequencies(rotary_dim, base, params, seq_len):
