@@ -54,6 +54,9 @@ import numpy as np
 # Veltkamp's splitter for binary64: 2**27 + 1.
 _SPLITTER = 134217729.0
 TWO_M32 = 2.0**-32
+TWO_M64 = 2.0**-64
+TWO_M96 = 2.0**-96
+TWO_M128 = 2.0**-128
 # ETA = 2**-53 (1 + 2**-52): for a normal h > 0, fl(h + fl(h * ETA)) is the next double above h
 # and fl(h - fl(h * ETA)) the one below (see ``round_dd``).
 ETA = 2.0**-53 * (1.0 + 2.0**-52)
@@ -222,48 +225,43 @@ def quarter_turns(um, limbs, row, scratch):
         carry = col >> SHIFT32
         nxt = nxt2 + (pl >> SHIFT32) + (ph & MASK32)
         nxt2 = ph >> SHIFT32
-    for j in range(nfrac + 1, nfrac + 5):
-        scratch[j] = U0
     q = scratch[0] & U3
-    # Centre: a fraction >= 1/2 becomes fraction - 1 (two's complement of the limbs), q + 1.
+    # Centre: a fraction D >= 1/2 stands for D - 1 = -(2**(32 F) - D) 2**(-32 F); its magnitude is
+    # the one's complement of the limbs plus one unit of the last limb. The complement is taken
+    # on the fly (XOR with flip); the dropped unit, 2**(-32 F), is far below the truncation error
+    # budget |m| 2**(-32 F) <= 2**-116 min_gap that phase.py guarantees.
     negative = scratch[1] >= HALF_LIMB
-    if negative:
-        q = (q + U1) & U3
-        c = U1
-        for jj in range(nfrac):
-            j = nfrac - jj
-            d = (MASK32 - scratch[j]) + c
-            scratch[j] = d & MASK32
-            c = d >> SHIFT32
+    # selects rather than branches: the sign is random from one value to the next
+    q = (q + (U1 if negative else U0)) & U3
+    flip = MASK32 if negative else U0
+    for j in range(nfrac + 1, nfrac + 5):
+        scratch[j] = flip  # reads past the last limb see zeros after the XOR
     lead = 0
     for j in range(1, nfrac + 1):
-        if scratch[j] != U0:
+        if scratch[j] != flip:
             lead = j
             break
     if lead == 0:
-        return q, 0.0, 0.0, True
+        return q, 0.0, 0.0, not negative
     # Five limbs from the leading nonzero one: value y0 + y1 + ... in units of 2**(-32 lead),
-    # y0 >= 1; the limbs after them are below 2**-128 of it. Each y_t is exact; the cascade of
-    # TwoSums from the bottom is exact and only the sum of its error terms rounds (< 2**-105).
-    y0 = float(scratch[lead])
-    y1 = mul(float(scratch[lead + 1]), TWO_M32)
-    y2 = mul(mul(float(scratch[lead + 2]), TWO_M32), TWO_M32)
-    y3 = mul(mul(mul(float(scratch[lead + 3]), TWO_M32), TWO_M32), TWO_M32)
-    y4 = mul(mul(mul(mul(float(scratch[lead + 4]), TWO_M32), TWO_M32), TWO_M32), TWO_M32)
+    # y0 >= 1; the limbs after them are below 2**-128 of it. Each y_t is exact (limbs < 2**32
+    # convert exactly, through int64, which is cheaper than from uint64); the cascade of TwoSums
+    # from the bottom is exact and only the sum of its error terms rounds (< 2**-105 relative).
+    y0 = float(np.int64(scratch[lead] ^ flip))
+    y1 = mul(float(np.int64(scratch[lead + 1] ^ flip)), TWO_M32)
+    y2 = mul(float(np.int64(scratch[lead + 2] ^ flip)), TWO_M64)
+    y3 = mul(float(np.int64(scratch[lead + 3] ^ flip)), TWO_M96)
+    y4 = mul(float(np.int64(scratch[lead + 4] ^ flip)), TWO_M128)
     s, e3 = two_sum(y3, y4)
     s, e2 = two_sum(y2, s)
     s, e1 = two_sum(y1, s)
     s, e0 = two_sum(y0, s)
     hi, lo = fast_two_sum(s, e0 + (e1 + (e2 + e3)))
-    scale = 1.0
-    for _ in range(lead):
+    scale = TWO_M32
+    for _ in range(lead - 1):
         scale = mul(scale, TWO_M32)  # exact: a power of two, far above the subnormal range
-    hi = mul(hi, scale)
-    lo = mul(lo, scale)
-    if negative:
-        hi = -hi
-        lo = -lo
-    return q, hi, lo, False
+    scale = -scale if negative else scale
+    return q, mul(hi, scale), mul(lo, scale), False
 
 
 def reduced_angle(m, limbs, row, scratch):
@@ -282,17 +280,22 @@ def reduced_angle(m, limbs, row, scratch):
 
 
 def quadrant(q, negative, sh, sl, ch, cl):
-    """(sin, cos) of q pi/2 + a from those of a (double-doubles), then sin negated for m < 0."""
-    if q == U1:
-        sh, sl, ch, cl = ch, cl, -sh, -sl
-    elif q == U2:
-        sh, sl, ch, cl = -sh, -sl, -ch, -cl
-    elif q == U3:
-        sh, sl, ch, cl = -ch, -cl, sh, sl
-    if negative:
-        sh = -sh
-        sl = -sl
-    return sh, sl, ch, cl
+    """(sin, cos) of q pi/2 + a from those of a (double-doubles), then sin negated for m < 0.
+
+    sin(q pi/2 + a) = +-(sin a or cos a), cos(q pi/2 + a) = +-(cos a or sin a): the swap for odd
+    q and the signs are selects and exact products by +-1, not branches (q is random).
+    """
+    odd = (q & U1) != U0
+    # sin: minus for q = 2, 3 (and once more for m < 0); cos: minus for q = 1, 2
+    neg_s = ((q & U2) != U0) != negative
+    neg_c = (((q + U1) & U2) != U0)
+    sgn_s = -1.0 if neg_s else 1.0
+    sgn_c = -1.0 if neg_c else 1.0
+    s_h = mul(ch if odd else sh, sgn_s)
+    s_l = mul(cl if odd else sl, sgn_s)
+    c_h = mul(sh if odd else ch, sgn_c)
+    c_l = mul(sl if odd else cl, sgn_c)
+    return s_h, s_l, c_h, c_l
 
 
 def sincos_fast(m, limbs, row, scratch):
@@ -460,6 +463,9 @@ _FAMILY = (
 _CONSTANTS = (
     "_SPLITTER",
     "TWO_M32",
+    "TWO_M64",
+    "TWO_M96",
+    "TWO_M128",
     "ETA",
     "GOLDEN_REL_ERR",
     "APPLY_REL_ERR",
@@ -485,9 +491,17 @@ _CONSTANTS = (
 )
 
 
-def jit_family(decorator, mul_impl):
+# Functions that take array arguments. On the CPU a call boundary costs NRT reference counting
+# of each array (atomics, tens of ns per value), so cpu_kernels inlines these at the Numba IR
+# level; the pure-float functions stay calls (LLVM inlines the small ones, and inlining the big
+# double-double ones would make the cold compile take minutes).
+ARRAY_FUNCTIONS = ("quarter_turns", "reduced_angle", "sincos_fast", "sincos_golden")
+
+
+def jit_family(decorator, mul_impl, array_decorator=None):
     """Compile the module's functions with ``decorator``, float products bound to ``mul_impl``.
 
+    ``array_decorator`` (default: ``decorator``) compiles the functions in ARRAY_FUNCTIONS.
     Returns a SimpleNamespace with one compiled function per name. Each function is re-created
     with a private globals dict, so calls between them resolve to the compiled versions.
     """
@@ -500,7 +514,10 @@ def jit_family(decorator, mul_impl):
         clone.__qualname__ = fn.__qualname__
         clone.__module__ = fn.__module__
         clone.__doc__ = fn.__doc__
-        compiled = decorator(clone)
+        if array_decorator is not None and fn.__name__ in ARRAY_FUNCTIONS:
+            compiled = array_decorator(clone)
+        else:
+            compiled = decorator(clone)
         ns[fn.__name__] = compiled
         out[fn.__name__] = compiled
     return types.SimpleNamespace(**out)

@@ -115,14 +115,24 @@ def quarter_turns(positions, table):
     high = ((m - low) >> _HALF_BITS).astype(np.float64) * float(1 << _HALF_BITS)
     low = low.astype(np.float64)
     chunks = table.chunks  # [K, count]
-    terms = np.concatenate([low[None] * chunks[:, None, :], high[None] * chunks[:, None, :]])
-    terms -= 4.0 * np.rint(terms * 0.25)  # exact: the remainder modulo 4, in [-2, 2]
+    k = chunks.shape[0]
+    terms = np.empty((2 * k, m.shape[0], chunks.shape[1]))
+    np.multiply(low[None], chunks[:, None, :], out=terms[:k])  # exact: 26 x 26 bits
+    np.multiply(high[None], chunks[:, None, :], out=terms[k:])  # exact: 27 x 26 bits
+    part = np.empty_like(terms)
+    # exact: the remainder modulo 4, in [-2, 2]
+    np.multiply(terms, 0.25, out=part)
+    np.rint(part, out=part)
+    part *= 4.0
+    terms -= part
     levels = table.sum_levels
     taus = []
     for level in range(levels + 1):
-        grid = 2.0 ** level_bits(level)
-        part = np.rint(terms * grid) / grid  # exact: the term rounded to the level's grid
-        terms -= part  # exact
+        # exact: each term rounded to the level's grid (a power of two), and the rest
+        np.multiply(terms, 2.0 ** level_bits(level), out=part)
+        np.rint(part, out=part)
+        part *= 2.0 ** -level_bits(level)
+        terms -= part
         taus.append(part.sum(axis=0))  # exact: at most 2**52 grid units in every partial sum
     # Carry each level's excess into the level above, so |tau_l| <= half a unit of level l - 1.
     for level in range(levels, 0, -1):

@@ -14,6 +14,7 @@ results, precision raised until the rounding is certain) and ``near_zero_positio
 where m * theta_i comes closest to a multiple of pi/2: the convergents of 2 theta_i / pi).
 """
 
+import functools
 import math
 
 import mpmath
@@ -152,25 +153,32 @@ def nearest_double(x):
 
 
 def _nearest_settled(compute, prec=PREC_BITS):
-    """Round compute(prec) -> (mpf value, mpf absolute error bound) to the nearest double,
-    doubling prec (up to 8x) until both ends of the error interval round the same way."""
-    r = 0.0
+    """Round each value of compute(prec) -> ([mpf values], mpf absolute error bound) to the
+    nearest double, doubling prec (up to 8x) until both ends of every error interval round the
+    same way. Returns a list of floats."""
+    out = []
     for p in (prec, 2 * prec, 4 * prec, 8 * prec):
         with mpmath.workprec(p + 16):
-            value, err = compute(p)
-            r = nearest_double(value)
-            if nearest_double(value - err) == nearest_double(value + err) == r:
-                return r
-    return r
+            values, err = compute(p)
+            out = [nearest_double(v) for v in values]
+            if all(nearest_double(v - err) == nearest_double(v + err) for v in values):
+                return out
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _theta_at(i, rotary_dim, base, prec):
+    with mpmath.workprec(prec):
+        return _theta(i, rotary_dim, base)
 
 
 def _cs_at(m, i, rotary_dim, base, prec):
+    """[cos, sin] of m theta_i at prec bits and an absolute error bound for both."""
+    t = _theta_at(int(i), int(rotary_dim), float(base), int(prec))
     with mpmath.workprec(prec + 16):
-        with mpmath.workprec(prec):
-            t = _theta(i, rotary_dim, base)
         ang = m * t
         err = (abs(ang) + 1) * mpmath.mpf(2) ** (8 - prec)
-        return mpmath.cos(ang), mpmath.sin(ang), err
+        return [mpmath.cos(ang), mpmath.sin(ang)], err
 
 
 def cos_sin_nearest(positions, rotary_dim, base=10000.0, prec=PREC_BITS, pairs=None):
@@ -182,8 +190,9 @@ def cos_sin_nearest(positions, rotary_dim, base=10000.0, prec=PREC_BITS, pairs=N
     s = np.empty((len(pos), len(idx)))
     for t, m in enumerate(pos):
         for k, i in enumerate(idx):
-            c[t, k] = _nearest_settled(lambda p: _cs_at(m, i, rotary_dim, base, p)[::2], prec)
-            s[t, k] = _nearest_settled(lambda p: _cs_at(m, i, rotary_dim, base, p)[1:], prec)
+            c[t, k], s[t, k] = _nearest_settled(
+                lambda p, m=m, i=i: _cs_at(m, i, rotary_dim, base, p), prec
+            )
     return c, s
 
 
@@ -203,16 +212,11 @@ def apply_nearest(x, positions, rotary_dim=None, base=10000.0, layout="half", pr
                 for h in range(nh):
                     a, b = float(x[bi, si, h, j0]), float(x[bi, si, h, j1])
 
-                    def first(p, a=a, b=b, m=m, i=i):
-                        c, s, err = _cs_at(m, i, r, base, p)
-                        return a * c - b * s, (abs(a) + abs(b)) * err
+                    def both(p, a=a, b=b, m=m, i=i):
+                        (c, s), err = _cs_at(m, i, r, base, p)
+                        return [a * c - b * s, a * s + b * c], (abs(a) + abs(b)) * err
 
-                    def second(p, a=a, b=b, m=m, i=i):
-                        c, s, err = _cs_at(m, i, r, base, p)
-                        return a * s + b * c, (abs(a) + abs(b)) * err
-
-                    out[bi, si, h, j0] = _nearest_settled(first, prec)
-                    out[bi, si, h, j1] = _nearest_settled(second, prec)
+                    out[bi, si, h, j0], out[bi, si, h, j1] = _nearest_settled(both, prec)
     return out
 
 

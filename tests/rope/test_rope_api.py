@@ -216,7 +216,25 @@ def test_cos_sin_any_position_shape():
 def test_empty_inputs():
     x = np.zeros((0, 3, 2, 4))
     for backend in BACKENDS:
-        assert R.apply(x, np.zeros((0, 3), dtype=np.int64), backend=backend).shape == x.shape
+        for mode in ("fast", "golden"):
+            out = R.apply(x, np.zeros((0, 3), dtype=np.int64), backend=backend, mode=mode)
+            assert out.shape == x.shape
+            c, s = R.cos_sin(np.zeros((0, 2), dtype=np.int64), 6, backend=backend, mode=mode)
+            assert c.shape == s.shape == (0, 2, 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_golden_and_fast_agree_to_an_ulp(backend):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 4, 2, 16))
+    pos = rng.integers(-(2**53), 2**53, size=(1, 4))
+    fast = R.apply(x, pos, base=1e6, backend=backend)
+    gold = R.apply(x, pos, base=1e6, backend=backend, mode="golden")
+    assert np.abs(fast - gold).max() <= 4 * 2.0**-52 * np.abs(x).max()
+    c, s = R.cos_sin(pos, 16, 1e6, backend=backend)
+    cg, sg = R.cos_sin(pos, 16, 1e6, backend=backend, mode="golden")
+    assert (np.abs(c - cg) <= 2 * np.spacing(np.abs(cg))).all()
+    assert (np.abs(s - sg) <= 2 * np.spacing(np.abs(sg))).all()
 
 
 # ---- frequencies registry ---------------------------------------------------------------
@@ -263,6 +281,10 @@ POS = np.zeros((1, 2), dtype=np.int64)
         ({"base": float("inf")}, "base"),
         ({"base": 0.0}, "base"),
         ({"base": -10000.0}, "base"),
+        ({"base": 0.5}, "base"),
+        ({"base": 2.0**65}, "base"),
+        ({"mode": "exact"}, "mode"),
+        ({"mode": None}, "mode"),
         ({"base": "10000"}, "base"),
         ({"layout": "rotate_half"}, "layout"),
         ({"layout": None}, "layout"),
@@ -300,3 +322,9 @@ def test_other_functions_validate():
         R.apply_complex(X, np.zeros((3, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="^inv_freq:"):
         R.angles(POS, np.ones((2, 2)))
+    with pytest.raises(ValueError, match="^mode:"):
+        R.cos_sin(np.array([1]), 8, mode="golden ")
+    with pytest.raises(ValueError, match="^base:"):
+        R.cos_sin(np.array([1]), 8, base=0.999)
+    with pytest.raises(ValueError, match="^base:"):
+        R.rotation_matrix(1, 8, base=1e-3)

@@ -1,8 +1,9 @@
 """The "cpu" (Numba) and "numpy" backends agree (hypothesis over shapes, layouts, positions).
 
-Documented bound (reference/rope/ACCURACY.md): cos/sin differ by at most 2 ulp (each is within
-1 ulp of the exact value), apply outputs by at most 4 ulp of their pair's input norm. In every
-case measured so far the two are bitwise identical.
+Documented bound (reference/rope/ACCURACY.md): in fast mode cos/sin differ by at most 2 ulp
+(each is within 1 ulp of the exact value), apply outputs by at most 8 ulp of their pair's input
+norm (each within the proven 4); in practice the two are bitwise identical nearly always. In
+golden mode they are bitwise identical always (both correctly rounded): test_rope_golden.py.
 """
 
 import numpy as np
@@ -12,12 +13,13 @@ from hypothesis import strategies as st
 import reference.rope as R
 
 COS_SIN_ULPS = 2.0
-APPLY_PAIR_ULPS = 4.0
+APPLY_PAIR_ULPS = 8.0
 
 positions_values = st.one_of(
     st.integers(-(2**24), 2**24),
     st.integers(-(2**31), 2**31),
-    st.sampled_from([0, 1, -1, 4095, 8191, 131071, 2**11, 2**16, 2**20, 2**24, 2**24 + 1]),
+    st.integers(-(2**53), 2**53),
+    st.sampled_from([0, 1, -1, 4095, 8191, 131071, 2**11, 2**16, 2**20, 2**24, 2**24 + 1, 2**53]),
 )
 
 
@@ -34,7 +36,7 @@ def rope_case(draw):
     ).reshape(batch, seq)
     seed = draw(st.integers(0, 2**32 - 1))
     x = np.random.default_rng(seed).standard_normal((batch, seq, heads, head_dim))
-    base = draw(st.sampled_from([10000.0, 500000.0, 1e6, 12345.678]))
+    base = draw(st.sampled_from([10000.0, 500000.0, 1e6, 12345.678, 1.0, 2.0**64]))
     layout = draw(st.sampled_from(["half", "interleaved"]))
     return x, pos, rotary_dim, base, layout
 
@@ -63,7 +65,7 @@ def test_cpu_and_numpy_apply_agree(case):
 @given(
     st.lists(positions_values, min_size=1, max_size=12),
     st.integers(1, 128).map(lambda k: 2 * k),
-    st.floats(1e4, 1e6),
+    st.floats(1.0, 1e9),
 )
 def test_cpu_and_numpy_cos_sin_agree(pos, rotary_dim, base):
     pos = np.array(pos, dtype=np.int64)
