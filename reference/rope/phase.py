@@ -277,7 +277,10 @@ def _build(key, values):
             ):
                 break
             if k >= MAX_TURN_CHUNKS:
-                raise ValueError("values: the NumPy twin would need more than 16 chunks")
+                raise ValueError(
+                    "values: m * theta comes too close to a zero of cos/sin for some "
+                    "|m| <= 2**53 (the NumPy twin would need more than 16 chunks)"
+                )
         chunks = np.array(chunk_rows, dtype=np.float64)
         n_terms = 2 * chunks.shape[0]
         smallest = min(allowed) / 2

@@ -98,6 +98,22 @@ def test_quarter_turns_near_zero_and_half():
             assert abs(Fraction(hi) + Fraction(lo) - phi_want) <= abs(phi_want) / 2**104
 
 
+@given(st.lists(st.integers(-(2**53), 2**53), min_size=1, max_size=6))
+def test_twin_quarter_turns_is_exact(ms):
+    # The NumPy twin's reduction against exact rational arithmetic on its own chunks: the
+    # quadrant exactly, the centred fraction to 2**-104 relative.
+    q, f_hi, f_lo = numpy_twin.quarter_turns(np.array(ms, dtype=np.int64), TABLE)
+    w = [sum(Fraction(float(c)) for c in TABLE.chunks[:, i]) for i in range(TABLE.count)]
+    for t, m in enumerate(ms):
+        for i in (0, 5, 64, 127):
+            prod = m * w[i]
+            whole = math.floor(prod + Fraction(1, 2))
+            frac = prod - whole
+            got = Fraction(float(f_hi[t, i])) + Fraction(float(f_lo[t, i]))
+            assert int(q[t, i]) == whole % 4 or (abs(frac) == Fraction(1, 2))
+            assert abs(got - frac) <= abs(frac) / 2**104
+
+
 @given(st.integers(-(2**53), 2**53), st.integers(0, 127))
 def test_reduced_angle_is_accurate(m, row):
     with mpmath.workprec(600):
