@@ -1,7 +1,7 @@
 """``posref vectors``: regenerate, verify, list and show the golden vectors.
 
     posref vectors regenerate [--family F] [--backend cpu|cuda|numpy] [--out DIR]
-    posref vectors verify [--dir DIR] [--rederive] [--backend cpu|cuda|numpy]
+    posref vectors verify [--dir DIR] [--rederive] [--certify] [--backend cpu|cuda|numpy]
     posref vectors list [--protocol P] [--json]
     posref vectors show CASE_ID
 
@@ -45,6 +45,9 @@ def add_parser(subparsers) -> None:
     verify.add_argument("--dir", type=Path, help="vectors directory (default: the installed one)")
     verify.add_argument("--rederive", action="store_true",
                         help="also recompute every case with the reference and compare")
+    verify.add_argument("--certify", action="store_true",
+                        help="also re-check with mpmath that every expected value is rounded as promised "
+                             "(correctly, or faithfully for reductions)")
     verify.add_argument("--backend", choices=BACKENDS, default="cpu",
                         help="reference backend for --rederive (default cpu)")
     verify.set_defaults(func=run_verify)
@@ -110,6 +113,9 @@ def run_verify(args) -> int:
         if args.backend == "cuda":
             _use_cuda_simulator_without_gpu()
         problems = verify.rederive(root, backend=args.backend)
+    certified = None
+    if not problems and args.certify:
+        problems, certified = verify.certify(root)
     if problems:
         for problem in problems:
             print(f"FAIL {problem}")
@@ -118,11 +124,22 @@ def run_verify(args) -> int:
     manifest = store.load_manifest(root)
     counts = manifest["number_of_cases"]
     what = "hashes, schema and arrays" + (f", re-derived with {args.backend}" if args.rederive else "")
+    if certified is not None:
+        what += ", " + _certification_summary(certified)
     print(f"OK {root}: {len(manifest['files'])} files, {sum(counts.values())} cases "
           f"({', '.join(f'{p} {n}' for p, n in counts.items())}); {what}; "
           f"suite {manifest['suite_version']}, digest {manifest['digest']} "
           f"({time.perf_counter() - start:.1f} s)")
     return 0
+
+
+def _certification_summary(certificates) -> str:
+    """"certified 123456 values: 0 not correctly rounded (max 0.5 ulp); faithful: none"."""
+    total = sum(c.certified for c in certificates.values())
+    worst = max((c.max_ulp for c in certificates.values()), default=0.0)
+    faithful = sorted(k for k, c in certificates.items() if c.rounding == "faithful")
+    return (f"certified {total} values against mpmath: 0 not rounded as promised (max {worst:.3g} ulp); "
+            f"faithfully rounded groups: {', '.join(faithful) or 'none'}")
 
 
 def _load_cases(protocol=None):

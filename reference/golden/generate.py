@@ -2,10 +2,13 @@
 
 For each group (``catalog.all_groups()``): build every test's inputs and parameters (the
 protocol's ``build``: seeded by the case id, see ``inputs``), compute the expected arrays with
-the chosen backend (``compute``), and write ``<protocol>/<group>.json`` and
-``<protocol>/<group>.npz``; then write MANIFEST.json. The metadata holds no timestamps, versions
-or backend, and the npz bytes are deterministic (``npzio``), so regenerating with the same backend
-gives byte-identical files; other backends agree within ``verify.REDERIVE_ULPS``.
+the chosen backend in golden mode (``compute``), certify every expected value against the
+family's mpmath computation (``certify``), and only when every group is certified write
+``<protocol>/<group>.json`` and ``<protocol>/<group>.npz``, then MANIFEST.json with the
+certification record of each group. A value that is not rounded as promised fails the whole
+regeneration (CertificationError) and nothing is written. The metadata holds no timestamps,
+versions or backend, and the npz bytes are deterministic (``npzio``), so regenerating gives
+byte-identical files.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from reference.golden import catalog, manifest, npzio, store
+from reference.golden import catalog, certify, manifest, npzio, store
 
 VECTORS_SCHEMA = "vectors.schema.json"
 HEADER = [
@@ -31,6 +34,10 @@ HEADER = [
 ]
 
 
+class CertificationError(ValueError):
+    """Some expected value is not rounded as its protocol promises; nothing was written."""
+
+
 def case_inputs(protocol: str, case_id: str, params: dict, test) -> tuple[dict, dict]:
     """(test params, input arrays) of one catalog case (the protocol's ``build``)."""
     return catalog.protocol(protocol).build(case_id, params, test)
@@ -41,9 +48,10 @@ def compute(protocol: str, params: dict, inputs: dict, backend: str) -> dict[str
     return catalog.protocol(protocol).compute(params, inputs, backend)
 
 
-def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """(metadata, arrays) of one group file."""
+def build_group(group: catalog.GroupSpec, backend: str):
+    """(metadata, arrays, certificate) of one group file."""
     proto = catalog.protocol(group.protocol)
+    cert = certify.Certificate(proto.rounding)
     notes = catalog.notes(group.protocol)
     arrays: dict[str, np.ndarray] = {}
     test_groups = []
@@ -57,6 +65,7 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
             test_params, inputs = proto.build(case_id, dict(tg.params), test)
             params = {**tg.params, **test_params}
             outputs = proto.compute(params, inputs, backend)
+            cert.add(certify.certify_case(proto, params, inputs, outputs, where=f"{case_id}: "))
             names = {}
             for role, dtype in proto.arrays.items():
                 value = inputs[role] if role in inputs else outputs[role]
@@ -94,7 +103,7 @@ def build_group(group: catalog.GroupSpec, backend: str) -> tuple[dict, dict[str,
         "notes": {flag: notes[flag] for flag in notes if flag in used_flags},
         "testGroups": test_groups,
     }
-    return meta, arrays
+    return meta, arrays, cert
 
 
 def metadata_text(meta: dict) -> str:
@@ -125,25 +134,35 @@ def _remove_stale(out: Path, say) -> None:
 
 def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
                progress: Callable[[str], None] | None = _stderr_progress) -> dict:
-    """Write the selected groups into ``out_dir`` (default: the vectors directory), then the
-    manifest over every catalog file present there. Returns the manifest."""
+    """Build and certify the selected groups, then write them into ``out_dir`` (default: the
+    vectors directory) and the manifest over every catalog file present there. Returns the
+    manifest; raises CertificationError (writing nothing) when a value is not certified."""
     out = store.vectors_dir() if out_dir is None else Path(out_dir)
     groups = catalog.select(family)
-    out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda message: None)
     start = time.perf_counter()
+    built = []
     for index, group in enumerate(groups, 1):
         t0 = time.perf_counter()
-        meta, arrays = build_group(group, backend)
+        meta, arrays, cert = build_group(group, backend)
+        if not cert.ok:
+            raise CertificationError(
+                f"{group.key}: {cert.failures} value(s) not {cert.rounding}ly rounded, e.g. "
+                + "; ".join(cert.examples[:2]))
+        built.append((group, meta, arrays, cert))
+        say(f"[{index}/{len(groups)}] {group.key}: {meta['numberOfTests']} cases, {cert.certified} values "
+            f"certified {cert.rounding}ly rounded (max {cert.max_ulp:.3g} ulp) ({time.perf_counter() - t0:.2f} s)")
+    out.mkdir(parents=True, exist_ok=True)
+    for group, meta, arrays, _ in built:
         json_rel, npz_rel = group_paths(group)
         (out / group.protocol).mkdir(exist_ok=True)
         (out / json_rel).write_text(metadata_text(meta), encoding="utf-8")
         npzio.write_npz(out / npz_rel, arrays)
-        say(f"[{index}/{len(groups)}] {group.key}: {meta['numberOfTests']} cases "
-            f"({time.perf_counter() - t0:.2f} s)")
     if family is None:
         _remove_stale(out, say)
-    present = []
+    certification = _previous_certification(out)
+    certification.update({group.key: cert.record() for group, _, _, cert in built})
+    present, records = [], {}
     counts: dict[str, int] = {}
     for group in catalog.all_groups():
         rels = group_paths(group)
@@ -151,8 +170,21 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
             present.extend(rels)
             n = sum(len(tg.tests) for tg in group.test_groups)
             counts[group.protocol] = counts.get(group.protocol, 0) + n
-    result = manifest.build(out, present, backend, counts)
+            if group.key not in certification:  # present from elsewhere: certify it as it is
+                from reference.golden import verify
+
+                certification[group.key] = verify.certify_group(out, group.key).record()
+            records[group.key] = certification[group.key]
+    result = manifest.build(out, present, backend, counts, records)
     manifest.write(out, result)
     say(f"wrote {len(groups)} groups to {out} in {time.perf_counter() - start:.1f} s; "
         f"digest {result['digest']}")
     return result
+
+
+def _previous_certification(out: Path) -> dict:
+    """The certification records of the manifest already in ``out`` (for groups not rebuilt)."""
+    try:
+        return dict(store.load_manifest(out).get("certification", {}))
+    except (FileNotFoundError, ValueError):
+        return {}

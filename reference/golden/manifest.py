@@ -42,8 +42,13 @@ def generator_versions(backend: str) -> dict:
     }
 
 
-def build(directory: Path, paths: list[str], backend: str, case_counts: dict[str, int]) -> dict:
-    """Manifest for the files ``paths`` (relative, forward slashes) under ``directory``."""
+def build(directory: Path, paths: list[str], backend: str, case_counts: dict[str, int],
+          certification: dict) -> dict:
+    """Manifest for the files ``paths`` (relative, forward slashes) under ``directory``.
+
+    certification: group key -> {"rounding", "certified" (number of values), "max_ulp"}
+    (reference.golden.certify).
+    """
     files = {}
     for rel in sorted(paths):
         data = (Path(directory) / rel).read_bytes()
@@ -55,6 +60,7 @@ def build(directory: Path, paths: list[str], backend: str, case_counts: dict[str
         "digest_rule": DIGEST_RULE,
         "generator": generator_versions(backend),
         "number_of_cases": dict(sorted(case_counts.items())),
+        "certification": dict(sorted(certification.items())),
         "files": files,
     }
 

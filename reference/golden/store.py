@@ -134,7 +134,7 @@ def cases_from_metadata(meta: dict, arrays: dict[str, np.ndarray]) -> Iterator[G
             )
 
 
-def _load_group(path: Path) -> Iterator[GoldenCase]:
+def load_group(path: Path) -> Iterator[GoldenCase]:
     meta = load_metadata(path)
     name = meta["arraysFile"]
     if Path(name).name != name or name in ("", ".", ".."):
@@ -146,7 +146,7 @@ def _load_group(path: Path) -> Iterator[GoldenCase]:
 def iter_cases(protocol: str | None = None, directory=None) -> Iterator[GoldenCase]:
     """Every case (sorted by protocol and group, tests in file order), optionally of one protocol."""
     for path in group_files(directory, protocol):
-        yield from _load_group(path)
+        yield from load_group(path)
 
 
 def get_case(case_id: str, directory=None) -> GoldenCase:
@@ -157,7 +157,7 @@ def get_case(case_id: str, directory=None) -> GoldenCase:
     path = _resolve(directory) / parts[0] / f"{parts[1]}.json"
     if not path.is_file():
         raise KeyError(case_id)
-    for case in _load_group(path):
+    for case in load_group(path):
         if case.id == case_id:
             return case
     raise KeyError(case_id)

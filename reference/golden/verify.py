@@ -16,6 +16,10 @@
 compares them within the rederive bound; inputs of catalog cases are also re-seeded and must
 match bit for bit.
 
+``certify(directory)`` recomputes every expected value with the family's mpmath computation
+(reference.golden.certify) and reports each one that is not rounded as its protocol promises,
+and each group whose manifest record (count, maximum ulps) disagrees.
+
 The rederive bound (REDERIVE_ULPS = 4): |recomputed - stored| <= 4 * 2^-52 * S per element, where
 S is the largest |value| of the stored array (apply outputs, cos, sin: their error is relative to
 the pair's magnitude, not to each element) and S is the element's own |value| for ``inv_freq``
@@ -108,6 +112,11 @@ def _check_manifest(root: Path) -> tuple[dict | None, list[Problem]]:
     if errors:
         return None, [Problem(name, f"schema: {e}") for e in errors]
     problems = []
+    groups = {rel[: -len(".json")] for rel in data["files"] if rel.endswith(".json")}
+    for key in sorted(groups - set(data["certification"])):
+        problems.append(Problem(name, f"no certification record for {key}"))
+    for key in sorted(set(data["certification"]) - groups):
+        problems.append(Problem(name, f"certification record for {key}, which has no metadata file"))
     if data["suite_version"] != store.SUITE_VERSION:
         problems.append(Problem(name, f"suite version {data['suite_version']} differs from this "
                                       f"posref's {store.SUITE_VERSION}"))
@@ -298,3 +307,41 @@ def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Proble
         if progress:
             progress(case.id)
     return problems
+
+
+def certify_group(directory, group_key: str):
+    """The Certificate of one group as stored (reference.golden.certify)."""
+    from reference.golden import certify as certify_mod
+
+    protocol, _, group = group_key.partition("/")
+    proto = catalog.protocol(protocol)
+    cert = certify_mod.Certificate(proto.rounding)
+    path = Path(directory) / protocol / f"{group}.json"
+    for case in store.load_group(path):
+        inputs = {r: case.arrays[r] for r in proto.inputs}
+        outputs = {r: case.arrays[r] for r in proto.outputs}
+        cert.add(certify_mod.certify_case(proto, case.params, inputs, outputs, where=f"{case.id}: "))
+    return cert
+
+
+def certify(directory=None, progress=None) -> tuple[list[Problem], dict]:
+    """(problems, {group key: Certificate}) for every group (run ``check`` first)."""
+    root = Path(store.vectors_dir() if directory is None else directory)
+    recorded = store.load_manifest(root)["certification"]
+    problems, certificates = [], {}
+    for path in store.group_files(root):
+        key = f"{path.parent.name}/{path.stem}"
+        cert = certify_group(root, key)
+        certificates[key] = cert
+        for example in cert.examples:
+            problems.append(Problem(f"{key}.npz", example))
+        if cert.failures > len(cert.examples):
+            problems.append(Problem(f"{key}.npz", f"... {cert.failures - len(cert.examples)} more values "
+                                                  f"not {cert.rounding}ly rounded"))
+        record = recorded.get(key)
+        if record is not None and record != cert.record():
+            problems.append(Problem(store.MANIFEST_NAME, f"{key}: certification record {record} differs from "
+                                                         f"the recomputed {cert.record()}"))
+        if progress:
+            progress(key)
+    return problems, certificates

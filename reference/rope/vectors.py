@@ -55,6 +55,12 @@ NOTES: dict[str, dict] = {
         "numbers fails this case.",
         "links": [ROFORMER],
     },
+    "SinglePair": {
+        "bugType": "EDGE_CASE",
+        "description": "rotary_dim = 2: one pair, which the half and interleaved layouts both form "
+        "from features (0, 1); the case does not tell the layouts apart.",
+        "links": [ROFORMER],
+    },
     "ModelConfig": {
         "bugType": "FUNCTIONALITY",
         "description": "Head size, rotary size, base and pair layout of a released model, so a "
@@ -203,17 +209,19 @@ def _hf_left_padded(length, pads):
 
 
 def left_padded():
-    rows = tuple(_hf_left_padded(6, p) for p in (0, 2, 4))
+    # Row 0 is not arange(seq): code that broadcasts row 0's positions to the batch and code that
+    # ignores the positions (arange) then fail differently, and each gets its own diagnosis.
+    rows = tuple(_hf_left_padded(6, p) for p in (2, 0, 4))
     return RopeTest(
         "left-padded",
-        "Batch of 3 left-padded rows (0, 2 and 4 pad tokens) with Hugging Face position ids: "
+        "Batch of 3 left-padded rows (2, 0 and 4 pad tokens) with Hugging Face position ids: "
         f"{[list(r) for r in rows]}. Real tokens start at different offsets; pads repeat position 1.",
         ("LeftPadding", "RepeatedPositions"),
         rows,
     )
 
 
-def row_offsets(starts=(0, 100, 4093)):
+def row_offsets(starts=(3, 100, 4093)):  # row 0 is not arange(seq), see left_padded
     rows = tuple(tuple(range(s, s + 4)) for s in starts)
     return RopeTest(
         "row-offsets",
@@ -349,7 +357,10 @@ D512_APPLY_COMMENT = (
 
 
 def _pair_test(name, layout):
-    return RopeTest(name, PAIR_COMMENT, ("WorkedExample", "SourceMisprint", LAYOUT_FLAG[layout]),
+    # One pair (r = 2) is the same in both layouts, so neither layout flag applies: the two ids
+    # exist so that an implementation fixed to either layout grades the example.
+    return RopeTest(name, PAIR_COMMENT + f" Stored under spec.layout = {layout!r}; with a single pair both "
+                    "layouts pair (x0, x1).", ("WorkedExample", "SourceMisprint", "SinglePair"),
                     ((1,),), heads=1, x=((((2.0, 3.0),),),))
 
 
@@ -441,7 +452,7 @@ def _cache_groups():
         (TestGroupSpec(rope_params(2, 1e4, "half"), (RopeTest(
             "m1-d2", "d = 2 at m = 1: cos = cos 1 = 0.5403, sin = sin 1 = 0.8415 (the rotation "
             "behind the worked example [2, 3] -> [-1.4438, 3.3038]; the source misprints it).",
-            ("WorkedExample", "SourceMisprint"), ((0, 1),)),)),),
+            ("WorkedExample", "SourceMisprint", "SinglePair"), ((0, 1),)),)),),
     )
     return [
         worked,

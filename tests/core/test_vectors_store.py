@@ -270,7 +270,7 @@ def test_stored_cache_matches_mpmath():
 
 def test_left_padded_rows_follow_hugging_face_position_ids():
     case = store.get_case("rope.apply/llama2-d128/left-padded")
-    mask = np.array([[1] * 6, [0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]])
+    mask = np.array([[0, 0, 1, 1, 1, 1], [1] * 6, [0, 0, 0, 0, 1, 1]])
     hf = np.cumsum(mask, axis=-1) - 1
     hf[mask == 0] = 1
     assert np.array_equal(case.arrays["positions"], hf)

@@ -1,0 +1,31 @@
+"""RoPE's vector catalog (reference/rope/vectors.py): flags that say what a case tests."""
+
+from reference.golden import catalog, store
+
+
+def test_layout_flags_only_where_the_layouts_differ():
+    """Audit fault: the r = 2 worked examples carried HalfSplit / Interleaved flags, but one pair
+    is the same in both layouts. A layout flag now needs r >= 4; r = 2 says SinglePair."""
+    seen = 0
+    for group in catalog.select("rope"):
+        for tg in group.test_groups:
+            for test in tg.tests:
+                layout_flags = {"HalfSplit", "Interleaved"} & set(test.flags)
+                if tg.params["rotary_dim"] == 2:
+                    seen += 1
+                    assert not layout_flags and "SinglePair" in test.flags, test.name
+                elif group.protocol == "rope.apply":
+                    assert len(layout_flags) == 1, test.name
+    assert seen == 3  # pair-2-3-m1 in both layouts, and the cache's m1-d2
+    for case_id in ("rope.apply/worked-example/pair-2-3-m1", "rope.apply/worked-example/pair-2-3-m1-interleaved"):
+        assert "SinglePair" in store.get_case(case_id).flags
+
+
+def test_offset_cases_have_a_row_0_that_is_not_arange():
+    """So that 'row 0's positions for every row' and 'arange(seq) used' are different faults."""
+    import numpy as np
+
+    for case in store.iter_cases("rope.apply"):
+        if {"RowOffsets", "LeftPadding"} & set(case.flags):
+            pos = case.arrays["positions"]
+            assert not np.array_equal(pos[0], np.arange(pos.shape[1])), case.id
