@@ -8,7 +8,8 @@ Each family declares its vectors in ``reference/<family>/vectors.py`` (docs/desi
 - ``PROTOCOLS``: {protocol name: :class:`VectorProtocol`}: the arrays of a case, its parameter
   schema, how inputs are built, how expected values are computed (golden mode), their shapes,
   and how mpmath computes them exactly (certification);
-- ``groups()``: the list of :class:`GroupSpec` (one JSON file and one .npz each).
+- ``groups()``: the list of :class:`GroupSpec` (one JSON file and one .npz each);
+- optionally ``HEADER``: lines added to the generic header of each of its group files.
 
 A case id is ``<protocol>/<group>/<test>``; ids are part of the public contract (reviews cite
 them): never rename or reuse one; changing what an id holds means bumping the suite version.
@@ -122,12 +123,17 @@ def protocol(name: str) -> VectorProtocol:
     return protocols()[name]
 
 
-def notes(protocol_name: str) -> dict:
-    """The flag notes of the family that owns ``protocol_name``."""
+def family_module(protocol_name: str) -> ModuleType:
+    """The vectors module of the family that owns ``protocol_name``."""
     for module in _modules():
         if protocol_name in module.PROTOCOLS:
-            return module.NOTES
+            return module
     raise KeyError(protocol_name)
+
+
+def notes(protocol_name: str) -> dict:
+    """The flag notes of the family that owns ``protocol_name``."""
+    return family_module(protocol_name).NOTES
 
 
 def all_groups() -> list[GroupSpec]:
