@@ -36,20 +36,30 @@ def _grid(x) -> tuple:
 
 
 def nearest_double(x) -> float:
-    """The float64 nearest to the real number x (an mpf): round half to even, subnormals exact
-    (no double rounding), +-inf past the largest double."""
-    with mpmath.workprec(PREC_BITS + 64):
-        x = mpmath.mpf(x)
-        if not mpmath.isfinite(x):
-            return float(x)
-        if x == 0:
-            return 0.0
-        scaled, q = _grid(x)
-        n = int(mpmath.nint(scaled))  # nint rounds half to even
-    try:
-        return math.ldexp(float(n), q)  # exact: |n| <= 2**53 and the result is on the grid
-    except OverflowError:
-        return float("inf") if n > 0 else float("-inf")
+    """The float64 nearest to the mpf (or int/float) x, ties to even, computed exactly from x's
+    integer mantissa and exponent: subnormals are rounded once on the 2**-1074 grid, results
+    from 2**1024 (1 - 2**-54) up become +-inf, and 0 stays 0.0."""
+    x = mpmath.mpf(x)
+    if not mpmath.isfinite(x):
+        return float(x)
+    neg, man, exp, _ = x._mpf_  # x == (-1)**neg * man * 2**exp exactly
+    man = int(man)
+    if man == 0:
+        return 0.0
+    sign = -1.0 if neg else 1.0
+    top = exp + man.bit_length() - 1  # 2**top <= |x| < 2**(top + 1)
+    lsb = max(top - 52, -1074)  # exponent of the last kept bit
+    shift = lsb - exp
+    if shift <= 0:
+        q = man << -shift
+    else:
+        q, rem = divmod(man, 1 << shift)
+        half = 1 << (shift - 1)
+        if rem > half or (rem == half and q & 1):
+            q += 1
+    if q.bit_length() + lsb > 1024:  # the rounded value reaches 2**1024
+        return math.copysign(math.inf, sign)
+    return sign * math.ldexp(q, lsb)
 
 
 def ulp_error(stored: float, exact) -> float:

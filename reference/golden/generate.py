@@ -13,7 +13,9 @@ byte-identical files.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -133,6 +135,18 @@ def _remove_stale(out: Path, say) -> None:
                 say(f"removed {rel} (no longer in the catalog)")
 
 
+def _check_writable(out: Path) -> None:
+    """Raise the OSError that writing into ``out`` would raise, before the long work and without
+    creating anything: the nearest existing ancestor must be a writable directory."""
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(existing))
+
+
 def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
                progress: Callable[[str], None] | None = _stderr_progress) -> dict:
     """Build and certify the selected groups, then write them into ``out_dir`` (default: the
@@ -141,6 +155,7 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     out = store.vectors_dir() if out_dir is None else Path(out_dir)
     groups = catalog.select(family)
     say = progress or (lambda message: None)
+    _check_writable(out)
     start = time.perf_counter()
     built = []
     for index, group in enumerate(groups, 1):

@@ -8,8 +8,8 @@ Also the error measures the tests use: ``ulp_error`` (error in units of the last
 exact value) and ``pair_ulp_error`` for apply outputs (error in ulps of the pair's norm, since
 a rotated coordinate can cancel to near zero while its absolute error stays ~ulp(|pair|)).
 
-For golden mode: ``nearest_double`` (exact round-to-nearest-even of an mpf to float64, with
-subnormals and overflow), ``cos_sin_nearest`` / ``apply_nearest`` (the correctly rounded
+For golden mode: ``nearest_double`` (from reference.golden.certify: exact round-to-nearest-even
+of an mpf to float64), ``cos_sin_nearest`` / ``apply_nearest`` (the correctly rounded
 results, precision raised until the rounding is certain) and ``near_zero_positions`` (positions
 where m * theta_i comes closest to a multiple of pi/2: the convergents of 2 theta_i / pi).
 """
@@ -19,6 +19,8 @@ import math
 
 import mpmath
 import numpy as np
+
+from reference.golden.certify import nearest_double
 
 PREC_BITS = 200
 
@@ -123,33 +125,6 @@ def pair_ulp_error(computed, exact, x, rotary_dim=None, layout="half"):
 
 
 # ---- correctly rounded results (golden mode) ---------------------------------------------
-
-
-def nearest_double(x):
-    """The float64 nearest to the mpf (or int/float) x, ties to even, computed exactly from x's
-    integer mantissa and exponent: subnormals are rounded once on the 2**-1074 grid, results
-    from 2**1024 (1 - 2**-54) up become +-inf, and 0 stays 0.0."""
-    x = mpmath.mpf(x)
-    if not mpmath.isfinite(x):
-        return float(x)
-    neg, man, exp, _ = x._mpf_  # x == (-1)**neg * man * 2**exp exactly
-    man = int(man)
-    if man == 0:
-        return 0.0
-    sign = -1.0 if neg else 1.0
-    top = exp + man.bit_length() - 1  # 2**top <= |x| < 2**(top + 1)
-    lsb = max(top - 52, -1074)  # exponent of the last kept bit
-    shift = lsb - exp
-    if shift <= 0:
-        q = man << -shift
-    else:
-        q, rem = divmod(man, 1 << shift)
-        half = 1 << (shift - 1)
-        if rem > half or (rem == half and q & 1):
-            q += 1
-    if q.bit_length() + lsb > 1024:  # the rounded value reaches 2**1024
-        return math.copysign(math.inf, sign)
-    return sign * math.ldexp(q, lsb)
 
 
 def _nearest_settled(compute, prec=PREC_BITS):

@@ -544,19 +544,22 @@ def build_frequencies(case_id: str, params: dict, test: RopeTest):
 
 
 def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
-    """``expected`` = reference.rope.apply(x, positions) [b, s, h, head_dim], float64."""
+    """``expected`` = reference.rope.apply(x, positions, mode="golden") [b, s, h, head_dim]:
+each value the float64 nearest to the exact rotation."""
     from reference import rope
 
     expected = rope.apply(inputs["x"], inputs["positions"], rotary_dim=params["rotary_dim"],
-                          base=params["base"], layout=params["layout"], backend=backend)
+                          base=params["base"], layout=params["layout"], backend=backend, mode="golden")
     return {"expected": np.asarray(expected, dtype=np.float64)}
 
 
 def compute_cache(params: dict, inputs: dict, backend: str) -> dict:
-    """``cos``, ``sin`` = reference.rope.cos_sin(positions) [b, s, r/2], float64."""
+    """``cos``, ``sin`` = reference.rope.cos_sin(positions, mode="golden") [b, s, r/2], each
+correctly rounded."""
     from reference import rope
 
-    cos, sin = rope.cos_sin(inputs["positions"], params["rotary_dim"], params["base"], backend=backend)
+    cos, sin = rope.cos_sin(inputs["positions"], params["rotary_dim"], params["base"], backend=backend,
+                             mode="golden")
     return {"cos": np.asarray(cos, dtype=np.float64), "sin": np.asarray(sin, dtype=np.float64)}
 
 

@@ -29,3 +29,17 @@ def test_offset_cases_have_a_row_0_that_is_not_arange():
         if {"RowOffsets", "LeftPadding"} & set(case.flags):
             pos = case.arrays["positions"]
             assert not np.array_equal(pos[0], np.arange(pos.shape[1])), case.id
+
+
+def test_the_worked_example_stores_the_nearest_double():
+    """Audit fault: 0.1.0 stored -1.4438083426874098 for 2 cos 1 - 3 sin 1, 1.45 ulp off."""
+    import mpmath
+
+    from reference.golden import certify
+
+    case = store.get_case("rope.apply/worked-example/pair-2-3-m1")
+    with mpmath.workprec(300):
+        exact = (2 * mpmath.cos(1) - 3 * mpmath.sin(1), 2 * mpmath.sin(1) + 3 * mpmath.cos(1))
+        want = [certify.nearest_double(v) for v in exact]
+    assert case.arrays["expected"].ravel().tolist() == want
+    assert want[0] != -1.4438083426874098
