@@ -6,14 +6,11 @@ in-process check would depend on test order (and pytest-xdist worker reuse).
 """
 
 import ast
-import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from cuda_support import TARGETS, run_script, target_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -52,14 +49,6 @@ _PTX_SCRIPT = textwrap.dedent(
 )
 
 
-def _run(script, env_extra=None, timeout=300):
-    env = dict(os.environ)
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _kernels_defined_in_module():
@@ -77,7 +66,7 @@ def _kernels_defined_in_module():
 
 
 def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
-    results = _run(_PTX_SCRIPT)
+    results = run_script(_PTX_SCRIPT)
     names = {r["kernel"] for r in results}
     assert names == _kernels_defined_in_module()  # every kernel is listed in PTX_SIGNATURES
     assert len(results) == 2 * len(names)
@@ -95,7 +84,6 @@ _SIM_SCRIPT = textwrap.dedent(
     import numpy as np
     import reference.learned as L
     from numba import config
-    assert config.ENABLE_CUDASIM
     rng = np.random.default_rng(7)
     out = []
     for n, variant, pad, shape in [(512, "absolute", None, (2, 3, 4)), (1024, "absolute", None, (1, 2, 3)),
@@ -120,14 +108,16 @@ _SIM_SCRIPT = textwrap.dedent(
         out.append({"cpu": bool(np.array_equal(g.view(np.int64), c.view(np.int64))),
                     "numpy": bool(np.array_equal(g.view(np.int64), m.view(np.int64))),
                     "shape": list(g.shape), "refused": refused})
-    print(json.dumps(out))
+    print(json.dumps({"simulated": bool(config.ENABLE_CUDASIM), "cases": out}))
     """
 )
 
 
-@pytest.mark.cudasim
-def test_cuda_simulator_agrees_bit_for_bit_and_refuses_the_wall():
-    for case in _run(_SIM_SCRIPT, {"NUMBA_ENABLE_CUDASIM": "1"}):
+@pytest.mark.parametrize("target", TARGETS)
+def test_cuda_agrees_bit_for_bit_and_refuses_the_wall(target):
+    res = run_script(_SIM_SCRIPT, target_env(target))
+    assert res["simulated"] == (target == "simulator")
+    for case in res["cases"]:
         assert case["cpu"] and case["numpy"], case
         assert case["refused"].startswith("positions:") and "length wall" in case["refused"], case
 
@@ -148,7 +138,7 @@ def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
                 print(json.dumps(str(exc)))
         """
     )
-    msg = _run(script)
+    msg = run_script(script)
     if msg == "gpu":
         pytest.skip("a CUDA GPU is present, so the backend does not refuse")
     assert msg.startswith("backend:") and "\n" not in msg

@@ -4,13 +4,10 @@ Both run in subprocesses: NUMBA_ENABLE_CUDASIM is read when numba.cuda is first 
 an in-process check would depend on test order (and pytest-xdist worker reuse).
 """
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from cuda_support import TARGETS, run_script, target_env
 
 _PTX_SCRIPT = textwrap.dedent(
     """
@@ -59,15 +56,6 @@ _PTX_SCRIPT = textwrap.dedent(
 )
 
 
-def _run(script, env_extra=None, timeout=300):
-    env = dict(os.environ)
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    env.update(env_extra or {})
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _kernels_defined_in_module():
@@ -93,7 +81,7 @@ def _kernels_defined_in_module():
 
 
 def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
-    results = _run(_PTX_SCRIPT)
+    results = run_script(_PTX_SCRIPT)
     names = {r["kernel"] for r in results}
     # every kernel the module defines (read from its source, without importing numba.cuda
     # into this process) is listed in PTX_SIGNATURES
@@ -123,7 +111,6 @@ _SIM_SCRIPT = textwrap.dedent(
     import reference.rope as R
     from reference.rope import oracle
     from numba import config
-    assert config.ENABLE_CUDASIM
     rng = np.random.default_rng(11)
     out = []
     cases = [
@@ -164,15 +151,17 @@ _SIM_SCRIPT = textwrap.dedent(
                     "identical": bool(np.array_equal(cg, cc) and np.array_equal(sg, sc)),
                     "min_abs": float(np.abs(np.concatenate([cc, sc])).min())}
     nan = R.apply(np.full((1, 1, 1, 4), np.nan), np.array([[3]]), backend="cuda")
-    print(json.dumps({"cases": out, "cos_sin": cs, "shape": list(cg.shape),
+    print(json.dumps({"simulated": bool(config.ENABLE_CUDASIM), "cases": out, "cos_sin": cs,
+                      "shape": list(cg.shape),
                       "nan": bool(np.isnan(nan).all())}))
     """
 )
 
 
-@pytest.mark.cudasim
-def test_cuda_simulator_agrees_with_cpu_and_numpy():
-    res = _run(_SIM_SCRIPT, {"NUMBA_ENABLE_CUDASIM": "1"})
+@pytest.mark.parametrize("target", TARGETS)
+def test_cuda_agrees_with_cpu_and_numpy(target):
+    res = run_script(_SIM_SCRIPT, target_env(target))
+    assert res["simulated"] == (target == "simulator")
     # Fast mode, same bound as cpu vs numpy (ACCURACY.md): 8 ulp of the pair norm <= 8 ulp of
     # max|x|; golden mode: bit for bit (all are correctly rounded).
     for case in res["cases"]:
@@ -204,7 +193,7 @@ def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
                 print(json.dumps(str(exc)))
         """
     )
-    msg = _run(script)
+    msg = run_script(script)
     if msg == "gpu":
         pytest.skip("a CUDA GPU is present, so the backend does not refuse")
     assert msg.startswith("backend:") and "\n" not in msg
