@@ -16,10 +16,12 @@ Two invokers share that contract (``make_invoker`` picks one):
   running in the background (and may keep a core busy) while the run goes on. Hard crashes take
   the whole run down. Use ``--isolate`` for implementations that may hang or crash.
 * Isolated (``isolate=True``, POSIX): a server process (a fresh interpreter started with
-  ``subprocess``, speaking pickle over a private socket; stdout and stderr are inherited) imports
-  torch and loads TARGET itself through ``conformance.loader.load_target`` once, then forks a
-  worker that serves the calls. Arguments and results travel as pickles (torch tensors keep their
-  dtype, strides and device). An adapter that modifies an input tensor in place has the
+  ``subprocess`` over private sockets; stdout and stderr are inherited) imports torch and loads
+  TARGET itself through ``conformance.loader.load_target`` once, then forks a worker that serves
+  the calls. Arguments go there as pickles; everything that comes back (results, and the server's
+  own messages, since the adapter's code runs there) is plain data in conformance/wire.py's
+  format, so nothing the adapter sends can run code in the runner: results are tensors (dtype,
+  shape, device and values), arrays, numbers, strings and containers of them. An adapter that modifies an input tensor in place has the
   modification copied back into the caller's tensor, so the runner's "inputs not mutated" check
   sees it as it would in-process. After a crash the server reports how the worker died and forks
   a fresh one; after a timeout it kills the worker first. A restart therefore costs a fork (tens
@@ -51,6 +53,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from conformance import wire
 from conformance.errors import Unsupported, UsageError
 
 KINDS = ("ok", "raised", "unsupported", "crashed", "timeout")
@@ -226,7 +229,7 @@ class _Server:
         """The next control message; None past the deadline; EOFError when the server is gone."""
         if not self.ctrl.poll(max(0.0, deadline - time.monotonic())):
             return None
-        msg = pickle.loads(self.ctrl.recv_bytes())
+        msg = _control_message(self.ctrl.recv_bytes())
         if msg[0] == "died":
             self.statuses[msg[1]] = msg[2]
         elif msg[0] == "worker":
@@ -541,7 +544,7 @@ class IsolatedInvoker(Invoker):
                 raise IsolationError(
                     f"the isolated process did not load {what} within {self.startup_timeout:g} s"
                 )
-            reply = pickle.loads(parent_conn.recv_bytes())
+            reply = _control_message(parent_conn.recv_bytes())
         except (EOFError, OSError):
             status = server.kill()
             raise IsolationError(
@@ -586,21 +589,14 @@ class IsolatedInvoker(Invoker):
             self._state.drop_server()
             raise
         try:
-            reply = pickle.loads(raw)
-        except Exception as exc:
+            return _reply_outcome(wire.loads(raw), args)
+        except (wire.WireError, ValueError, TypeError) as exc:
             return Outcome(
                 "raised",
                 None,
                 f"the result could not be received from the isolated process ({error_line(exc)})",
-                "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                "",
             )
-        kind = reply[0]
-        if kind == "ok":
-            _, value, mutated = reply
-            _copy_back(args, mutated)
-            return Outcome("ok", value)
-        _, error, tb = reply
-        return Outcome(kind, None, error, tb)
 
     def _crashed(self, server: _Server) -> Outcome:
         status = server.drop_worker(kill=False)
@@ -616,11 +612,42 @@ class IsolatedInvoker(Invoker):
         return Outcome("crashed", None, _describe_exit(status), dump)
 
 
-def _copy_back(args: tuple, mutated: dict) -> None:
+def _control_message(raw: bytes) -> tuple:
+    """A message from the server (which may run the adapter: untrusted), checked: ("ready",),
+    ("failed", line, is_usage_error), ("worker", pid) or ("died", pid, status)."""
+    msg = wire.loads(raw)
+    shapes = {"ready": (), "failed": (str, bool), "worker": (int,), "died": (int, (int, type(None)))}
+    if (not isinstance(msg, tuple) or not msg or msg[0] not in shapes
+            or len(msg) != 1 + len(shapes[msg[0]])
+            or not all(isinstance(v, t) for v, t in zip(msg[1:], shapes[msg[0]]))):
+        raise wire.WireError("unexpected control message")
+    if msg[0] == "failed":
+        return ("failed", printable(msg[1]), msg[2])
+    return msg
+
+
+def _reply_outcome(reply, args: tuple) -> Outcome:
+    """The Outcome a worker's reply describes, checked field by field (the reply is untrusted)."""
+    kind = reply.get("kind") if isinstance(reply, dict) else None
+    if kind == "ok":
+        _copy_back(args, reply.get("mutated"))
+        return Outcome("ok", reply.get("value"))
+    error, tb = reply.get("error") if kind else None, reply.get("traceback") if kind else None
+    if kind not in KINDS or not isinstance(error, str) or not isinstance(tb, str):
+        raise wire.WireError("unexpected reply")
+    return Outcome(kind, None, printable(error.splitlines()[0] if error else ""), tb)
+
+
+def _copy_back(args: tuple, mutated) -> None:
     """Replay in-place modifications the adapter made to its copies of the input tensors."""
-    for i, new in mutated.items():
+    if not isinstance(mutated, list):
+        raise wire.WireError("unexpected reply")
+    for item in mutated:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)
+                and 0 <= item[0] < len(args)):
+            raise wire.WireError("unexpected reply")
         try:
-            args[i].copy_(new)
+            args[item[0]].copy_(item[1])
         except Exception:  # e.g. the adapter resized it: the runner still sees a changed shape
             pass
 
@@ -707,13 +734,13 @@ def _server_main(fd: int) -> None:
     except BaseException as exc:  # noqa: BLE001 - report every load failure as one line
         # The loader's own UsageErrors already read as the one line a user should see.
         usage = isinstance(exc, UsageError)
-        ctrl.send_bytes(pickle.dumps(("failed", str(exc) if usage else error_line(exc), usage)))
+        ctrl.send_bytes(wire.dumps(("failed", str(exc) if usage else error_line(exc), usage)))
         return
-    ctrl.send_bytes(pickle.dumps(("ready",)))
+    ctrl.send_bytes(wire.dumps(("ready",)))
     if _fork_unsafe():
         # Serve the calls here; the parent kills and restarts the whole server after a crash.
         ours, theirs = socket.socketpair()
-        ctrl.send_bytes(pickle.dumps(("worker", os.getpid())))
+        ctrl.send_bytes(wire.dumps(("worker", os.getpid())))
         send_handle(ctrl, ours.fileno(), parent_pid)
         ours.close()
         _worker_main(fn, Connection(theirs.detach()), log)
@@ -736,7 +763,7 @@ def _server_main(fd: int) -> None:
                 os._exit(0)
         theirs.close()
         try:
-            ctrl.send_bytes(pickle.dumps(("worker", pid)))
+            ctrl.send_bytes(wire.dumps(("worker", pid)))
             send_handle(ctrl, ours.fileno(), parent_pid)
         except OSError:
             _reap(pid)
@@ -747,7 +774,7 @@ def _server_main(fd: int) -> None:
         if status is None:
             return
         try:
-            ctrl.send_bytes(pickle.dumps(("died", pid, status)))
+            ctrl.send_bytes(wire.dumps(("died", pid, status)))
         except OSError:
             return
 
@@ -827,8 +854,9 @@ def _worker_main(fn: Callable, data, log) -> None:
         try:
             msg = pickle.loads(raw)
         except Exception as exc:
-            data.send_bytes(pickle.dumps(("raised", "the arguments could not be received in the "
-                                          f"isolated process ({error_line(exc)})", "")))
+            data.send_bytes(wire.dumps({"kind": "raised", "error": "the arguments could not be "
+                                        f"received in the isolated process ({error_line(exc)})",
+                                        "traceback": ""}))
             continue
         args = msg[1]  # ("call", args): the parent sends nothing else on this socket
         pristine = _snapshot(args)
@@ -854,30 +882,14 @@ def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
     from conformance.core.tensors import same_bits
 
     if outcome.kind != "ok":
-        return pickle.dumps((outcome.kind, outcome.error, outcome.traceback))
-    mutated = {i: args[i] for i, before in pristine.items() if not same_bits(args[i], before)}
+        return wire.dumps({"kind": outcome.kind, "error": outcome.error, "traceback": outcome.traceback})
+    mutated = [(i, args[i]) for i, before in pristine.items() if not same_bits(args[i], before)]
     try:
-        value = _detached(outcome.value)
-        return pickle.dumps(("ok", value, mutated), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # a generator, a lock, a lambda...: say so instead of dying
+        return wire.dumps({"kind": "ok", "value": outcome.value, "mutated": mutated})
+    except Exception as exc:  # a generator, a lock, a custom class...: say so instead of dying
         tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
         error = (
             f"TypeError: the adapter returned a {type(outcome.value).__name__}, which cannot be "
             f"sent back from the isolated process ({error_line(exc)})"
         )
-        return pickle.dumps(("raised", error, tb))
-
-
-def _detached(value):
-    """Results that carry an autograd graph cannot be pickled; their values can."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.detach() if value.requires_grad else value
-    if isinstance(value, (tuple, list)) and any(
-        isinstance(v, torch.Tensor) and v.requires_grad for v in value
-    ):
-        items = [v.detach() if isinstance(v, torch.Tensor) else v for v in value]
-        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
-    return value
+        return wire.dumps({"kind": "raised", "error": error, "traceback": tb})
