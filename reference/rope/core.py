@@ -66,7 +66,8 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend
     head_dim; elements past rotary_dim are copied bit-identically (partial rotary).
     mode "fast": each output within (2 kappa + 2)(1 + 2**-50) ulps of its pair's norm
     sqrt(a**2 + b**2), proven given cos/sin within kappa ulps (4 pair-ulps for kappa = 1; the
-    largest error found by sampling is 2.2, ACCURACY.md). mode "golden": each output the float64 nearest to the exact a c - b s (a s + b c).
+    largest error found by sampling is 2.2, ACCURACY.md). mode "golden": each output the float64
+    nearest to the exact a c - b s (a s + b c).
     """
     out = check_x(x)
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
