@@ -88,19 +88,23 @@ def run(args) -> int:
 
 
 def _check_report_paths(args) -> None:
-    """UsageError naming the option when a report path is a directory, lies under a file, or (for
-    --plot) does not name a PNG."""
+    """UsageError naming the option when a report path is not a regular file or a new path (a
+    directory, a symlink, a device, a FIFO), lies under a file, or (for --plot) does not name a
+    PNG. Makes the paths absolute."""
     from pathlib import Path
 
     from conformance.errors import UsageError
+    from conformance.reports._common import not_a_report_file
 
     for flag in ("json", "junit", "markdown", "plot"):
         path = getattr(args, flag, None)
         if not path or (flag == "json" and path == "-"):
             continue
-        p = Path(path).expanduser()
-        if p.is_dir():
-            raise UsageError(f"--{flag}: {path} is a directory, not a file")
+        p = Path(path).expanduser().absolute()  # an adapter's os.chdir must not move reports
+        setattr(args, flag, str(p))
+        problem = not_a_report_file(p)
+        if problem:
+            raise UsageError(f"--{flag}: {path} {problem}")
         parent = p.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -100,11 +101,34 @@ def citation(report, case) -> str:
     return f"posref {report.suite_version} {case.id} [{case.dtype}]: {case.verdict} ({case_reason(case)})"
 
 
-def write_text_atomic(path, text) -> None:
-    """Write a whole file or nothing (a killed run never leaves half a report behind).
+def not_a_report_file(path) -> str | None:
+    """Why ``path`` must not be replaced by a report ("is a symbolic link", ...), or None for a
+    regular file or a path that does not exist yet. Reports are written by renaming a new file
+    over the path, which would turn a device (/dev/null), a FIFO or a symlink into a regular file;
+    posref refuses those instead of writing through them."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")]
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"is {kind}: reports are written only to regular files or new paths"
 
-    text may be str (written as UTF-8) or bytes."""
+
+def write_text_atomic(path, text) -> None:
+    """Write a whole file or nothing (a killed run never leaves half a report behind), only over
+    a regular file or a new path (``not_a_report_file``, checked again here since the adapter ran
+    in between). text may be str (written as UTF-8) or bytes."""
     path = Path(path)
+    problem = not_a_report_file(path)
+    if problem:
+        raise ValueError(f"{path} {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
