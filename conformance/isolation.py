@@ -33,11 +33,14 @@ Two invokers share that contract (``make_invoker`` picks one):
   already initialised CUDA (or POSREF_ISOLATE_NO_FORK=1 is set, for targets whose import starts
   threads), the server serves the calls without forking and a restart starts a new interpreter.
 
-KeyboardInterrupt is never swallowed: it propagates to the caller in both modes.
+A real Ctrl-C (SIGINT) stops the run in both modes. A KeyboardInterrupt that the adapter raises
+itself is a verdict like any other exception ("raised"): in-process, a SIGINT handler installed
+for the duration of each call marks the real ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -171,15 +174,21 @@ class InProcessInvoker(Invoker):
 
     def call(self, *args) -> Outcome:
         if self.timeout is None:
-            return _call_catching(self.fn, args)
+            with _real_sigint_marked() as real:
+                try:
+                    return _call_catching(self.fn, args)
+                except KeyboardInterrupt as exc:
+                    if real.is_set():
+                        raise
+                    return _outcome_from_exception(exc)
         box: dict = {}
         done = threading.Event()
 
         def work():
             try:
                 box["outcome"] = _call_catching(self.fn, args)
-            except KeyboardInterrupt as exc:  # hand it to the caller's thread
-                box["interrupt"] = exc
+            except KeyboardInterrupt as exc:  # a real SIGINT reaches the main thread, not this one
+                box["outcome"] = _outcome_from_exception(exc)
             finally:
                 done.set()
 
@@ -194,9 +203,28 @@ class InProcessInvoker(Invoker):
                 "background thread; use --isolate to have it killed)",
                 "",
             )
-        if "interrupt" in box:
-            raise box["interrupt"]
         return box["outcome"]
+
+
+@contextlib.contextmanager
+def _real_sigint_marked():
+    """An Event set when a real SIGINT arrives during the block (which then raises
+    KeyboardInterrupt as Python's default handler does). Off the main thread no SIGINT can raise
+    here, and the Event stays clear."""
+    real = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield real
+        return
+
+    def on_sigint(signum, frame):
+        real.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield real
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------------------------

@@ -139,14 +139,29 @@ def test_in_process_kinds(target_file, timeout):
         assert inv.call("double", 1).value == 2  # still usable after failures
 
 
-def test_in_process_keyboard_interrupt_propagates():
+def test_in_process_keyboard_interrupt_from_the_adapter_is_a_verdict():
+    # Issue 9: an adapter that raises KeyboardInterrupt itself used to abort the whole run.
     def interrupted():
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("from the adapter")
 
     for timeout in (None, 5.0):
-        inv = make_invoker(interrupted, None, isolate=False, timeout=timeout)
+        out = make_invoker(interrupted, None, isolate=False, timeout=timeout).call()
+        assert out.kind == "raised" and out.error == "KeyboardInterrupt: from the adapter"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_in_process_real_ctrl_c_stops_the_run():
+    def slow():
+        time.sleep(5)
+
+    main = threading.main_thread().ident
+    for timeout in (None, 10.0):
+        inv = make_invoker(slow, None, isolate=False, timeout=timeout)
+        timer = threading.Timer(0.3, signal.pthread_kill, args=(main, signal.SIGINT))
+        timer.start()
         with pytest.raises(KeyboardInterrupt):
             inv.call()
+        timer.join()
 
 
 def test_in_process_timeout_reports_and_goes_on():
