@@ -108,13 +108,15 @@ def not_a_report_file(path) -> str | None:
     posref refuses those instead of writing through them."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new path (a bad parent is reported apart)
         return None
     except OSError as exc:
         return f"cannot be checked ({exc.strerror})"
     if stat.S_ISREG(mode):
         return None
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    kinds = [(stat.S_ISLNK, "a symbolic link"),
              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
              (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")]
     kind = next((name for test, name in kinds if test(mode)), "not a regular file")
