@@ -1,0 +1,56 @@
+"""Error budgets of sinusoidal tables (derived in docs/tolerance.md, section 10).
+
+Each value is sin(phi) or cos(phi) with phi = p w_i, w_i = base**(-e_i). An implementation
+computes w_i (a power or an exp of a product: relative error u (ln(base) e_i + FREQ_ROUNDINGS)),
+the product p w_i (u, and u for the position converted to floating point), then sin or cos
+(1 ulp) and rounds the result to the returned dtype T:
+
+    budget = C_ROUND * u_tab  +  eps_angle_i * |phi|  +  C_ROUND * tiny_T
+
+with eps_angle_i = u_a (ln(base) e_i + ANGLE_ROUNDINGS); u_a is float32's unit roundoff in the
+``standard`` profile (float32 angles are what most code computes) and float64's in ``strict``;
+u_tab is conformance.core.tolerance's table_roundoff. A zero pad column (odd d_model,
+concatenated) has budget tiny_T: it must be 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table_roundoff
+
+C_ROUND = 2.0  # sin / cos (1 ulp) and the rounding to T
+ANGLE_ROUNDINGS = 5.0  # power (2), the product (1), the position converted (1), one more (log / exp)
+
+
+def columns(spec):
+    """Per column of a row: (coordinate index, exponent e_i, kind) with kind as in
+    reference.sinusoidal.layouts (0 sin, 1 cos, 2 zero)."""
+    from reference.sinusoidal import frequencies, layouts
+
+    width = spec.d_model // 2 if spec.dims == 2 else spec.d_model
+    freq, kind = layouts.columns(width, spec.layout)
+    e = np.array([float(f) for f in frequencies.exponents(width, spec.layout, spec.exponent)])[freq]
+    coord = np.zeros(width, dtype=np.int64)
+    if spec.dims == 2:
+        return np.concatenate([coord, coord + 1]), np.concatenate([e, e]), np.concatenate([kind, kind])
+    return coord, e, kind
+
+
+def angles(positions, spec) -> np.ndarray:
+    """|phi| per value, float64 [n, d_model] (from float64 frequencies: budget precision)."""
+    coord, e, _ = columns(spec)
+    pos = np.asarray(positions, dtype=np.float64)
+    p = pos[:, None] if spec.dims == 1 else pos[:, coord]
+    return np.abs(p * spec.base ** (-e))
+
+
+def table_budget(positions, spec, dtype: str, profile: str) -> np.ndarray:
+    """Budget of each value, float64 [n, d_model]."""
+    _, e, kind = columns(spec)
+    phi = angles(positions, spec)
+    eps = angle_roundoff(profile) * (abs(math.log(spec.base)) * e + ANGLE_ROUNDINGS)
+    budget = C_ROUND * table_roundoff(dtype, profile) + eps * phi + C_ROUND * SMALLEST_SUBNORMAL[dtype]
+    return np.where(kind == 2, SMALLEST_SUBNORMAL[dtype], budget)

@@ -1,0 +1,94 @@
+"""Protocol ``sinusoidal.table``: ``fn(positions, spec) -> tensor [n, d_model]``.
+
+positions: int64 [n] (1-D tables) or [n, 2] (2-D: the two coordinates of each token); spec a
+:class:`SinusoidalSpec` (d_model, layout, exponent, base, dims). The adapter receives no tensor in
+a dtype under test, so the protocol is dtype-free: each case is graded once, in the dtype the
+adapter returns, against the stored correctly rounded table, with the budget of
+conformance.sinusoidal.budgets. A failing table is explained by the closest mutant
+(conformance.sinusoidal.diagnosis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (
+    abs_error,
+    argmax_index,
+    check_tensor,
+    finite_max,
+    mutation_problems,
+    nonfinite_problem,
+    per_position_curve,
+    ratio_max,
+    token_max,
+)
+from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
+from conformance.sinusoidal import budgets
+from conformance.sinusoidal.spec import spec_of
+
+
+class SinusoidalTable(Protocol):
+    name = "sinusoidal.table"
+    family = "sinusoidal"
+    signature = "fn(positions, spec) -> tensor [n, d_model]"
+    dtype_free = True
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        pos = np.array(case.arrays["positions"], dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        return Prepared((pos_t, spec), {"positions": pos, "expected": case.arrays["expected"]},
+                        {"positions": (pos_t, pos_t.clone())}, None, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        pos = prepared.inputs_f64["positions"]
+        ref = np.asarray(prepared.inputs_f64["expected"], dtype=np.float64)
+        out, problems, got = check_tensor(value, "the table", ref.shape, None, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        if out is not None:
+            problems += unknown_dtype_problems(table=got)
+        dtype = budget_dtype(got)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=dtype)
+        if out is None:
+            return graded
+        bad = nonfinite_problem(out, ref, "the table")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        where = pos if spec.dims == 1 else np.abs(pos).max(axis=-1)  # the curve's position axis
+        for profile in tolerance.PROFILES:
+            budget = budgets.table_budget(pos, spec, dtype, profile)
+            r = tolerance.ratio(err, budget)
+            graded.ratio[profile] = finite_max(r)
+            graded.worst_index[profile] = argmax_index(r)
+            graded.curve[profile] = per_position_curve(where[None], token_max(err[None]),
+                                                       budget.max(axis=-1)[None], ratio_max(r[None]))
+        return graded
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.sinusoidal import diagnosis
+
+        standard = graded.ratio.get("standard")
+        profile = "strict" if standard is not None and standard <= 1.0 else "standard"
+        try:
+            return diagnosis.diagnose_table(prepared.inputs_f64["positions"], graded.output_f64, spec,
+                                            graded.output_dtype or "float32", profile)
+        except (ValueError, TypeError, IndexError, FloatingPointError, OverflowError):
+            return []  # odd data defeat the analysis: a diagnosis must never stop the run
+
+    def blackbox(self, invoker, dtype, device, probe) -> list:
+        from conformance.sinusoidal import blackbox
+
+        return blackbox.table_checks(invoker, self.name, dtype, device)
+
+
+PROTOCOL = SinusoidalTable()

@@ -1,0 +1,35 @@
+"""Sinusoidal table as most PyTorch code writes it: float32 frequencies and angles.
+
+Frequencies w_i = base**(-e_i) (e_i = 2i/d, or i/(d/2 - 1) for the tensor2tensor / fairseq rule),
+angles ``positions.float() * w`` in float32, then sin and cos placed interleaved (the paper:
+``pe[:, 0::2] = sin``, ``pe[:, 1::2] = cos``) or as [sin | cos] halves with a zero column for odd
+d_model (fairseq). A 2-D table (MAE) concatenates the 1-D tables of the two coordinates.
+
+Float32 angles drift by about position * 2**-24 radians: posref grades this "acceptable" at long
+positions (within the standard budget, over the strict one).
+"""
+
+import torch
+
+
+def _one_dim(pos, d, spec):
+    n = (d + 1) // 2 if spec.layout == "interleaved" else d // 2
+    i = torch.arange(n, dtype=torch.float64)
+    e = 2 * i / d if spec.exponent == "2i/d" else i / (d // 2 - 1)
+    w = (spec.base ** -e).float()
+    phi = pos.float()[:, None] * w[None, :]
+    out = torch.zeros(pos.shape[0], d, dtype=torch.float32)
+    if spec.layout == "interleaved":
+        out[:, 0::2] = torch.sin(phi)
+        out[:, 1::2] = torch.cos(phi[:, : d // 2])
+    else:
+        out[:, :n] = torch.sin(phi)
+        out[:, n:2 * n] = torch.cos(phi)
+    return out
+
+
+def table(positions, spec):
+    if spec.dims == 2:
+        half = spec.d_model // 2
+        return torch.cat([_one_dim(positions[:, 0], half, spec), _one_dim(positions[:, 1], half, spec)], dim=-1)
+    return _one_dim(positions, spec.d_model, spec)

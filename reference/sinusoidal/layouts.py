@@ -1,0 +1,55 @@
+"""Where each frequency's sin and cos go in a row of a sinusoidal table (one function per layout).
+
+For a 1-D table of width d with frequencies w_0 .. w_(n-1):
+
+- ``interleaved`` (Vaswani et al. 2017, sec. 3.5): column 2i = sin(p w_i), column 2i + 1 =
+  cos(p w_i); n = ceil(d / 2). With an odd d the last column is a sine (the common
+  ``pe[:, 0::2] = sin(...)``, ``pe[:, 1::2] = cos(...[: d // 2])`` code).
+- ``concatenated`` (tensor2tensor ``get_timing_signal_1d``, fairseq
+  ``SinusoidalPositionalEmbedding``, Transformer-XL ``PositionalEmbedding``, MAE): columns
+  0 .. h-1 = sin, h .. 2h-1 = cos, h = floor(d / 2); with an odd d the last column is 0
+  (fairseq and tensor2tensor pad one zero column).
+
+``columns(d, layout)`` returns, per column, the frequency index and what is there: 0 sin,
+1 cos, 2 the zero pad. ``frequency_count(d, layout)`` is n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SIN, COS, ZERO = 0, 1, 2
+
+
+def frequency_count(d: int, layout: str) -> int:
+    return (d + 1) // 2 if layout == "interleaved" else d // 2
+
+
+def interleaved_columns(d: int):
+    col = np.arange(d)
+    return col // 2, np.where(col % 2 == 0, SIN, COS)
+
+
+def concatenated_columns(d: int):
+    h = d // 2
+    col = np.arange(d)
+    freq = np.where(col < h, col, col - h)
+    kind = np.where(col < h, SIN, np.where(col < 2 * h, COS, ZERO))
+    return np.where(kind == ZERO, 0, freq), kind
+
+
+LAYOUTS = {"interleaved": interleaved_columns, "concatenated": concatenated_columns}
+
+
+def columns(d: int, layout: str):
+    """(frequency index int64 [d], kind int64 [d]: SIN, COS or ZERO)."""
+    freq, kind = LAYOUTS[layout](d)
+    return freq.astype(np.int64), kind.astype(np.int64)
+
+
+def arrange(cos, sin, d: int, layout: str) -> np.ndarray:
+    """The table rows [..., d] from cos, sin [..., n] (pure data movement: no rounding)."""
+    freq, kind = columns(d, layout)
+    out = np.where(kind == SIN, sin[..., freq], cos[..., freq])
+    out[..., kind == ZERO] = 0.0
+    return out
