@@ -2,7 +2,7 @@
 
 These are the implementations the tolerance model (docs/tolerance.md) is calibrated with and the
 runner's tests grade. Each follows the arithmetic of a public implementation (dtypes and order of
-operations), re-typed here from the formulas in FORMULAS.md section 2:
+operations), re-typed here from the formulas (RoFormer eq. 34, docs/design.md):
 
 - ``hf_rotate_half``      HF Llama / GPT-NeoX: inv_freq and the angle in float32, cos/sin in
                           float32 cast to the model dtype, ``x*cos + rotate_half(x)*sin`` in it;
