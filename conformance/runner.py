@@ -85,9 +85,9 @@ def check_options(opts: Options) -> Options:
     opts.dtypes = dtypes
     if opts.profile not in tolerance.PROFILES:
         raise OptionError(f"profile must be one of {', '.join(tolerance.PROFILES)}, got {opts.profile!r}")
-    kind = str(opts.device).split(":")[0]
-    if kind not in DEVICES:
-        raise OptionError(f"device must be cpu or cuda, got {opts.device!r}")
+    kind, _, index = str(opts.device).partition(":")
+    if kind not in DEVICES or (index and not (index.isdigit() and index.isascii())):
+        raise OptionError(f"device must be cpu or cuda (optionally cuda:N), got {opts.device!r}")
     if kind == "cuda":
         import torch
 

@@ -70,7 +70,10 @@ def run(args) -> int:
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     fn = None if args.isolate else load_target(args.target)
-    reporter = TerminalReporter()
+    # A report written to stdout (--json -) keeps stdout to itself: the table goes to stderr.
+    from conformance.reports.terminal import default_console
+
+    reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None)
     try:
         report = run_grading(fn, opts, target=args.target, progress=reporter)
     except IntegrityError as exc:

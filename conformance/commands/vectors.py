@@ -38,7 +38,10 @@ def add_parser(subparsers) -> None:
                        "(rope.apply), a group (rope.apply/llama2-d128) or a group name")
     regen.add_argument("--backend", choices=BACKENDS, default="cpu",
                        help="reference backend computing the expected arrays (default cpu)")
-    regen.add_argument("--out", type=Path, help="output directory (default: the vectors directory)")
+    regen.add_argument("--out", type=Path, help="output directory (default: the vectors directory): a "
+                       "new or empty one, or with --force another posref vectors directory")
+    regen.add_argument("--force", action="store_true",
+                       help="replace the vectors in an --out directory that already holds some")
     regen.set_defaults(func=run_regenerate)
 
     verify = sub.add_parser("verify", help="check manifest hashes, schema and arrays (exit 3 on a problem)")
@@ -94,7 +97,9 @@ def run_regenerate(args) -> int:
     if args.backend == "cuda":
         _use_cuda_simulator_without_gpu()
     try:
-        generate.regenerate(args.out, family=args.family, backend=args.backend)
+        generate.regenerate(args.out, family=args.family, backend=args.backend, force=args.force)
+    except generate.TargetError as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:  # e.g. --out under a file, or a read-only vectors directory
         where = exc.filename or args.out or "the vectors directory"
         raise UsageError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
@@ -142,6 +147,19 @@ def _certification_summary(certificates) -> str:
             f"faithfully rounded groups: {', '.join(faithful) or 'none'}")
 
 
+def _integrity_failure():
+    """The exit code 3 message when the installed vectors fail their integrity check (as
+    ``posref conform`` checks them), else None: list and show read only checked files."""
+    from conformance.runner import IntegrityError, check_integrity
+
+    try:
+        check_integrity()
+    except IntegrityError as exc:
+        print(f"posref: error: {exc}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    return None
+
+
 def _load_cases(protocol=None):
     from reference.golden import store
 
@@ -154,6 +172,9 @@ def _load_cases(protocol=None):
 def run_list(args) -> int:
     from reference.golden import store
 
+    failed = _integrity_failure()
+    if failed:
+        return failed
     cases = _load_cases(args.protocol)
     if args.protocol is not None and not cases:
         known = ", ".join(store.protocol_names())
@@ -181,6 +202,9 @@ def _preview(array, limit=8) -> str:
 def run_show(args) -> int:
     from reference.golden import store
 
+    failed = _integrity_failure()
+    if failed:
+        return failed
     try:
         case = store.get_case(args.case_id)
     except KeyError:

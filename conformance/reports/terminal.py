@@ -25,7 +25,7 @@ OVERALL_STYLES = {"pass": "bold green", "fail": "bold red", "skip": "bold yellow
 MAX_DETAIL_LINES = 20  # kinds of failure explained below the table; the rest: --json
 
 
-def _default_console(stderr: bool = False):
+def default_console(stderr: bool = False):
     from rich.console import Console
 
     class _Console(Console):
@@ -51,7 +51,7 @@ class TerminalReporter:
     """
 
     def __init__(self, console=None, *, progress_console=None):
-        self.console = console if console is not None else _default_console()
+        self.console = console if console is not None else default_console()
         self._progress_console = progress_console
         self._progress = None
         self._task = None
@@ -64,7 +64,7 @@ class TerminalReporter:
                                    TextColumn, TimeElapsedColumn)
 
         self.close()
-        console = self._progress_console or _default_console(stderr=True)
+        console = self._progress_console or default_console(stderr=True)
         self._bad = 0
         if not console.is_terminal:
             # A transient bar on a pipe would draw nothing but still print a stray newline.

@@ -121,16 +121,48 @@ def _stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _remove_stale(out: Path, say) -> None:
+class TargetError(ValueError):
+    """``out`` is not a place regeneration may write into (a usage error: exit 2)."""
+
+
+def _listed_files(out: Path) -> set | None:
+    """The files the manifest in ``out`` lists, or None when ``out`` holds no posref manifest."""
+    try:
+        data = json.loads((out / store.MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "suite_version" not in data or not isinstance(data.get("files"), dict):
+        return None
+    return {str(rel) for rel in data["files"]}
+
+
+def _check_target(out: Path, *, default: bool, force: bool) -> None:
+    """Regeneration writes into a new or empty directory, the installed vectors directory, or
+    (with ``force``) another posref vectors directory; anything else is refused (TargetError),
+    so a mistyped --out never mixes vectors into, or deletes from, somebody's files."""
+    if not out.exists() or default:
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    if _listed_files(out) is None:
+        raise TargetError(f"--out: {out} is not empty and is not a posref vectors directory; "
+                          "choose a new or empty directory")
+    if not force:
+        raise TargetError(f"--out: {out} holds posref vectors; pass --force to replace them")
+
+
+def _remove_stale(out: Path, listed: set, say) -> None:
     """After a full regeneration, delete group files the catalog no longer has (a renamed or
-    dropped group), but only .json/.npz files inside the catalog's protocol folders."""
+    dropped group): only .json/.npz files of the catalog's protocol folders that the previous
+    manifest listed, never anything else."""
     groups = catalog.all_groups()
     keep = {rel for g in groups for rel in group_paths(g)}
     for protocol in sorted({g.protocol for g in groups}):
         folder = out / protocol
         for path in sorted(folder.glob("*")):
             rel = f"{protocol}/{path.name}"
-            if path.is_file() and path.suffix in (".json", ".npz") and rel not in keep:
+            if (path.is_file() and not path.is_symlink() and path.suffix in (".json", ".npz")
+                    and rel not in keep and rel in listed):
                 path.unlink()
                 say(f"removed {rel} (no longer in the catalog)")
 
@@ -148,14 +180,18 @@ def _check_writable(out: Path) -> None:
 
 
 def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
-               progress: Callable[[str], None] | None = _stderr_progress) -> dict:
+               progress: Callable[[str], None] | None = _stderr_progress, force: bool = False) -> dict:
     """Build and certify the selected groups, then write them into ``out_dir`` (default: the
     vectors directory) and the manifest over every catalog file present there. Returns the
-    manifest; raises CertificationError (writing nothing) when a value is not certified."""
+    manifest; raises CertificationError (writing nothing) when a value is not certified, and
+    TargetError (before any work) for an ``out_dir`` that is not new, empty, the installed
+    vectors directory or, with ``force``, another posref vectors directory."""
     out = store.vectors_dir() if out_dir is None else Path(out_dir)
     groups = catalog.select(family)
     say = progress or (lambda message: None)
     _check_writable(out)
+    _check_target(out, default=out_dir is None, force=force)
+    listed = _listed_files(out) or set()
     start = time.perf_counter()
     built = []
     for index, group in enumerate(groups, 1):
@@ -175,7 +211,7 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
         (out / json_rel).write_text(metadata_text(meta), encoding="utf-8")
         npzio.write_npz(out / npz_rel, arrays)
     if family is None:
-        _remove_stale(out, say)
+        _remove_stale(out, listed, say)
     certification = _previous_certification(out)
     certification.update({group.key: cert.record() for group, _, _, cert in built})
     present, records = [], {}

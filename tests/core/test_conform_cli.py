@@ -199,3 +199,24 @@ def test_a_misspelled_name_gets_the_nearest_suggestion(args, suggestion, capsys)
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and suggestion in err
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--device", "cpu:abc", "device must be cpu or cuda"),
+    ("--timeout", "1e10", "timeout must be a number of seconds in (0, 86400]"),
+    ("--timeout", "nan", "timeout must be"),
+])
+def test_bad_device_or_timeout_is_one_line_exit_2(capsys, option, value, says):
+    # Issue 9: these gave a RuntimeError / OverflowError traceback.
+    assert conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", option, value) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err
+
+
+def test_json_to_stdout_is_only_json(capsys):
+    # Issue 9: `--json -` mixed the table into stdout.
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET, "--json", "-")
+    captured = capsys.readouterr()
+    assert code == 0
+    assert json.loads(captured.out)["summary"]["overall"] == "pass"
+    assert "rope.apply/llama2-d128/decode-4095" in captured.err  # the table, on stderr

@@ -3,6 +3,7 @@ metadata, arrays within the documented bound), and shows progress."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -122,14 +123,54 @@ def test_regenerate_everything_reproduces_and_is_fast(tmp_path):
     assert verify.rederive(out, backend="numpy") == []
 
 
-def test_full_regeneration_removes_groups_the_catalog_dropped(tmp_path, monkeypatch, capsys):
+def test_full_regeneration_removes_only_listed_groups_the_catalog_dropped(tmp_path, monkeypatch, capsys):
+    """A dropped group's files go, if the previous manifest listed them; nothing else is deleted
+    (issue 9), and replacing a vectors directory other than the installed one needs --force."""
     out = tmp_path / "v"
-    (out / "rope.cache").mkdir(parents=True)
-    (out / "rope.cache" / "old-group.json").write_text("{}")
-    (out / "rope.cache" / "notes.txt").write_text("kept: not a group file")
     small = catalog.select("rope.cache/worked-example")
     monkeypatch.setattr(catalog, "all_groups", lambda: small)
-    assert main(["vectors", "regenerate", "--backend", "numpy", "--out", str(out)]) == 0
+    args = ["vectors", "regenerate", "--backend", "numpy", "--out", str(out)]
+    assert main(args) == 0
+    (out / "rope.cache" / "old-group.json").write_text("{}")
+    (out / "rope.cache" / "notes.txt").write_text("kept: not a group file")
+    (out / "rope.cache" / "mine.npz").write_bytes(b"kept: not listed by the manifest")
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    manifest["files"]["rope.cache/old-group.json"] = {"sha256": "0" * 64, "size": 2}
+    (out / "MANIFEST.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(args + ["--force"]) == 0
     assert "removed rope.cache/old-group.json" in capsys.readouterr().err
     assert not (out / "rope.cache" / "old-group.json").exists()
-    assert (out / "rope.cache" / "notes.txt").exists()
+    assert (out / "rope.cache" / "notes.txt").exists() and (out / "rope.cache" / "mine.npz").exists()
+
+
+def test_regenerate_refuses_a_directory_that_is_not_posref_vectors(tmp_path, capsys):
+    """Issue 9: --out on a user's folder used to delete files there (and --out / wrote into /)."""
+    mine = tmp_path / "mine"
+    (mine / "rope.cache").mkdir(parents=True)
+    keep = mine / "rope.cache" / "notes.json"
+    keep.write_text("{}")
+    args = ["vectors", "regenerate", "--family", "rope.cache/worked-example", "--backend", "numpy"]
+    assert main(args + ["--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a posref vectors directory" in err
+    assert keep.read_text() == "{}" and sorted(p.name for p in mine.rglob("*")) == ["notes.json", "rope.cache"]
+
+
+@pytest.mark.parametrize("argv", [["vectors", "list"], ["vectors", "show", "rope.cache/worked-example/m1-d2"]])
+def test_list_and_show_check_integrity_first(tmp_path, monkeypatch, capsys, argv):
+    """Issue 9: on a corrupted directory they printed a traceback (exit 1); now exit 3."""
+    import shutil
+
+    from reference.golden import store
+
+    copy = tmp_path / "v"
+    shutil.copytree(store.vectors_dir(), copy)
+    npz = copy / "rope.cache" / "worked-example.npz"
+    npz.write_bytes(npz.read_bytes()[:-40])  # truncated
+    monkeypatch.setenv(store.ENV_VAR, str(copy))
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "integrity" in err and "worked-example" in err
