@@ -79,6 +79,7 @@ class Report:
     source: Optional[dict] = None
     cases: list = field(default_factory=list)  # list[CaseResult]
     identities: list = field(default_factory=list)  # list[IdentityResult]
+    notes: list = field(default_factory=list)  # list[str]: about the run itself (threads left running)
 
     def summary(self) -> dict:
         counts = {v: 0 for v in VERDICTS}
@@ -104,4 +105,5 @@ class Report:
             "probe": self.probe,
             "cases": [c.to_json() for c in self.cases],
             "identities": [i.to_json() for i in self.identities],
+            "notes": list(self.notes),
         }

@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Optional
 from conformance.core import registry, tolerance
 from conformance.core.tensors import torch_dtype
 from conformance.errors import UsageError
+from conformance.guard import DEFAULT_MAX_TIME, RunGuard
 from conformance.isolation import check_timeout, error_line
 from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
 
@@ -68,6 +69,8 @@ class Options:
     timeout: Optional[float] = None
     vectors_dir: Optional[str] = None
     identities: bool = True
+    max_time: Optional[float] = DEFAULT_MAX_TIME  # seconds for the whole run (None: no limit)
+    keep_going: bool = False  # call the adapter even after two consecutive timeouts
 
 
 def check_options(opts: Options) -> Options:
@@ -93,10 +96,11 @@ def check_options(opts: Options) -> Options:
 
         if not torch.cuda.is_available():
             raise OptionError("device cuda requested, but torch.cuda.is_available() is False here")
-    try:
-        opts.timeout = check_timeout(opts.timeout)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
+    for name in ("timeout", "max_time"):
+        try:
+            setattr(opts, name, check_timeout(getattr(opts, name)))
+        except ValueError as exc:
+            raise OptionError(str(exc).replace("timeout", name, 1)) from None
     return opts
 
 
@@ -327,7 +331,8 @@ def run(
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}
-    invoker = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
+    invoker = RunGuard(make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout),
+                       max_time=opts.max_time, keep_going=opts.keep_going)
     try:
         if opts.isolate:
             invoker.start()  # load errors are UsageErrors: surface them before grading
@@ -355,6 +360,8 @@ def run(
             report.identities = _blackbox(proto, invoker, opts, probe)
     finally:
         invoker.close()
+    if invoker.note():
+        report.notes.append(invoker.note())
     if progress is not None:
         progress.finish(report)
     return report

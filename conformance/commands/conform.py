@@ -18,6 +18,7 @@ DEFAULT_TIMEOUT_S = 120.0
 def add_parser(subparsers) -> None:
     from conformance.core import registry
     from conformance.core.tolerance import DTYPES, PROFILES
+    from conformance.guard import DEFAULT_MAX_TIME
     from conformance.runner import DEFAULT_DTYPES
 
     p = subparsers.add_parser("conform", help=HELP, description=HELP + ".")
@@ -45,6 +46,12 @@ def add_parser(subparsers) -> None:
     # job; one RoPE call on the catalog's small tensors takes milliseconds.
     p.add_argument("--timeout", type=float, metavar="SECONDS", default=DEFAULT_TIMEOUT_S,
                    help=f"per-call time limit (default {DEFAULT_TIMEOUT_S:g} s)")
+    p.add_argument("--max-time", type=float, metavar="SECONDS", default=DEFAULT_MAX_TIME,
+                   help=f"time limit of the whole run; calls left are reported as not run (default "
+                        f"{DEFAULT_MAX_TIME:g} s)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="keep calling the adapter after two calls in a row timed out (default: the "
+                        "remaining calls are reported as not run)")
     p.set_defaults(func=run)
 
 
@@ -66,6 +73,8 @@ def run(args) -> int:
         cases=args.cases,
         isolate=args.isolate,
         timeout=args.timeout,
+        max_time=args.max_time,
+        keep_going=args.keep_going,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run

@@ -182,6 +182,8 @@ class TerminalReporter:
 
         if report.probe:
             con.print(Text(f"probe: {report.probe.get('summary') or '-'}"))
+        for note in report.notes:
+            con.print(Text(f"note: {note}"))
         con.print(Text(f"suite {report.suite_version}, vectors {report.vectors_digest}"))
         con.print(Text(summary_line(report), style=OVERALL_STYLES.get(summary["overall"], "")))
 

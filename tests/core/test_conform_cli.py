@@ -213,8 +213,9 @@ def test_bad_device_or_timeout_is_one_line_exit_2(capsys, option, value, says):
     assert err.count("\n") == 1 and says in err
 
 
-def test_json_to_stdout_is_only_json(capsys):
+def test_json_to_stdout_is_only_json(capsys, monkeypatch):
     # Issue 9: `--json -` mixed the table into stdout.
+    monkeypatch.setenv("COLUMNS", "220")  # a wide table: case ids on one line
     code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET, "--json", "-")
     captured = capsys.readouterr()
     assert code == 0
