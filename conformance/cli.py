@@ -83,4 +83,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from conformance.supervise import entry
+
+    sys.exit(entry())

@@ -174,8 +174,16 @@ class InProcessInvoker(Invoker):
             raise ValueError(f"fn must be callable, got {type(fn).__name__}")
         self.fn = fn
         self.timeout = check_timeout(timeout)
+        self._state = _ProcessState()
+
+    def close(self) -> None:
+        self._state.close()
 
     def call(self, *args) -> Outcome:
+        with self._state.restored():
+            return self._call(args)
+
+    def _call(self, args) -> Outcome:
         if self.timeout is None:
             with _real_sigint_marked() as real:
                 try:
@@ -207,6 +215,54 @@ class InProcessInvoker(Invoker):
                 "",
             )
         return box["outcome"]
+
+
+class _ProcessState:
+    """What an in-process adapter may break for the runner, put back after each call: the
+    recursion limit, sys.stdout / sys.stderr, and file descriptors 1 and 2 (closed or redirected:
+    duplicates are kept from the start), so the run still prints its table and writes reports."""
+
+    FDS = (1, 2)
+
+    def __init__(self):
+        self.saved = {}
+        for fd in self.FDS:
+            try:
+                self.saved[fd] = os.dup(fd)
+            except OSError:  # not open to begin with: nothing to restore
+                pass
+
+    @staticmethod
+    def _same_file(a: int, b: int) -> bool:
+        try:
+            sa, sb = os.fstat(a), os.fstat(b)
+        except OSError:
+            return False
+        return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+    @contextlib.contextmanager
+    def restored(self):
+        limit = sys.getrecursionlimit()
+        streams = (sys.stdout, sys.stderr)
+        try:
+            yield
+        finally:
+            sys.setrecursionlimit(limit)
+            sys.stdout, sys.stderr = streams
+            for fd, copy in self.saved.items():
+                if not self._same_file(fd, copy):
+                    try:
+                        os.dup2(copy, fd)
+                    except OSError:
+                        pass
+
+    def close(self) -> None:
+        for copy in self.saved.values():
+            try:
+                os.close(copy)
+            except OSError:
+                pass
+        self.saved = {}
 
 
 @contextlib.contextmanager

@@ -221,3 +221,22 @@ def test_json_to_stdout_is_only_json(capsys, monkeypatch):
     assert code == 0
     assert json.loads(captured.out)["summary"]["overall"] == "pass"
     assert "rope.apply/llama2-d128/decode-4095" in captured.err  # the table, on stderr
+
+
+@pytest.mark.parametrize("how", ["os._exit(0)", "sys.exit(0)", "os.kill(os.getpid(), 9)"])
+def test_an_adapter_that_ends_the_process_cannot_make_the_run_pass(tmp_path, how):
+    """Issue 9: os._exit(0) in-process ended the run with exit 0 and no report."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "ends.py"
+    target.write_text(f"import os, sys\ndef apply(x, positions, spec):\n    {how}\n")
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "conform", f"{target}:apply",
+                           "--protocol", "rope.apply", "--cases", SUBSET, "--json", str(report)],
+                          capture_output=True, text=True, timeout=300)
+    if how == "sys.exit(0)":  # SystemExit is an exception: a verdict, and the run goes on
+        assert proc.returncode == 1 and report.exists(), proc.stderr
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert "the run ended before it finished" in proc.stderr

@@ -425,3 +425,27 @@ def test_ctrl_c_while_waiting_kills_the_child_and_propagates(target_file):
         assert inv.call("double", 3).value == 6  # usable again afterwards
     finally:
         inv.close()
+
+
+def test_in_process_adapter_cannot_break_the_runners_process_state(tmp_path):
+    """Issue 9: an adapter that lowers the recursion limit, replaces sys.stdout or closes fd 1
+    must still get a verdict, and the run must still be able to print and write reports."""
+    import io
+
+    def hostile():
+        sys.setrecursionlimit(60)
+        sys.stdout = io.StringIO()
+        os.close(1)
+        raise RuntimeError("broke things")
+
+    limit, stdout = sys.getrecursionlimit(), sys.stdout
+    before = os.fstat(1)
+    inv = make_invoker(hostile, None, isolate=False, timeout=None)
+    try:
+        out = inv.call()
+    finally:
+        inv.close()
+    assert out.kind == "raised" and "broke things" in out.error
+    assert sys.getrecursionlimit() == limit and sys.stdout is stdout
+    after = os.fstat(1)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
