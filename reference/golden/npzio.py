@@ -48,32 +48,41 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     Path(path).write_bytes(npz_bytes(arrays))
 
 
+MAX_MEMBER_BYTES = 256 * 2**20  # one array, decompressed; posref's largest is far below
+
+
 def read_npz(path: Path) -> dict[str, np.ndarray]:
-    """Load every member of an .npz as a read-only array; NpzError names what is wrong."""
+    """Load every member of an .npz as a read-only array; NpzError names what is wrong.
+
+    Each member is decompressed at most up to MAX_MEMBER_BYTES (a deflate bomb stops there) and
+    parsed from those bytes with ``allow_pickle=False``."""
     path = Path(path)
+    out: dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
                 if not info.filename.endswith(".npy"):
                     raise NpzError(f"member {info.filename!r} is not an .npy array")
+                if info.file_size > MAX_MEMBER_BYTES:
+                    raise NpzError(f"member {info.filename!r} claims {info.file_size} bytes, over the "
+                                   f"{MAX_MEMBER_BYTES // 2**20} MiB limit")
                 with zf.open(info) as fh:
-                    if fh.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-                        raise NpzError(f"member {info.filename!r} is not an .npy array (pickle?)")
+                    raw = fh.read(MAX_MEMBER_BYTES + 1)
+                if len(raw) > MAX_MEMBER_BYTES:
+                    raise NpzError(f"member {info.filename!r} inflates past {MAX_MEMBER_BYTES // 2**20} MiB")
+                if not raw.startswith(_NPY_MAGIC):
+                    raise NpzError(f"member {info.filename!r} is not an .npy array (pickle?)")
+                array = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+                if array.dtype.hasobject:
+                    raise NpzError(f"array {info.filename!r} has an object dtype")
+                array.setflags(write=False)
+                out[info.filename[: -len(".npy")]] = array
+    except NpzError:
+        raise
     except zipfile.BadZipFile as exc:
         raise NpzError(f"not a valid .npz (zip) file: {exc}") from None
     except OSError as exc:
         raise NpzError(f"cannot read: {exc}") from None
-    out: dict[str, np.ndarray] = {}
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            for name in data.files:
-                array = data[name]
-                if array.dtype.hasobject:
-                    raise NpzError(f"array {name!r} has an object dtype")
-                array.setflags(write=False)
-                out[name] = array
-    except NpzError:
-        raise
     except ValueError as exc:  # numpy refuses object arrays when allow_pickle=False
         raise NpzError(f"object array or pickle refused: {exc}") from None
     except Exception as exc:  # truncated members, bad headers, ...

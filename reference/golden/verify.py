@@ -92,11 +92,36 @@ def unsafe_path_reason(rel: str, root: Path) -> str | None:
     parts = PurePosixPath(rel).parts
     if any(p in ("..", ".", "") for p in parts) or rel.endswith("/"):
         return "path escapes the vectors directory ('..' or '.' component)"
+    if any((root / PurePosixPath(*parts[:k])).is_symlink() for k in range(1, len(parts) + 1)):
+        return "a symbolic link: vectors files and folders must be regular ones"
     try:
         (root / rel).resolve().relative_to(root.resolve())
     except ValueError:
         return "path escapes the vectors directory (resolves outside it)"
+    except (OSError, RuntimeError):  # a symlink loop above root, an unreadable folder
+        return "path cannot be resolved"
     return None
+
+
+MAX_JSON_BYTES = 16 * 2**20  # the largest metadata file posref writes is far below
+
+
+def _load_json(path: Path):
+    """(data, None), or (None, why it cannot be used): unreadable, too large, not JSON, nested
+    too deeply for the parser (RecursionError), not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        return None, f"cannot read ({exc.strerror or exc})"
+    if len(raw) > MAX_JSON_BYTES:
+        return None, f"larger than {MAX_JSON_BYTES // 2**20} MiB"
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"not valid JSON ({str(exc)[:200]})"
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
 
 
 def _check_manifest(root: Path) -> tuple[dict | None, list[Problem]]:
@@ -104,10 +129,9 @@ def _check_manifest(root: Path) -> tuple[dict | None, list[Problem]]:
     path = root / name
     if not path.is_file():
         return None, [Problem(name, "missing")]
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        return None, [Problem(name, f"not valid JSON ({exc})")]
+    data, problem = _load_json(path)
+    if problem:
+        return None, [Problem(name, problem)]
     errors = schema_errors(data, manifest_mod.MANIFEST_SCHEMA)
     if errors:
         return None, [Problem(name, f"schema: {e}") for e in errors]
@@ -135,7 +159,11 @@ def _check_files(root: Path, files: dict) -> list[Problem]:
         if not path.is_file():
             problems.append(Problem(rel, "missing (listed in MANIFEST.json)"))
             continue
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            problems.append(Problem(rel, f"cannot read ({exc.strerror or exc})"))
+            continue
         if len(data) < entry["bytes"]:
             problems.append(Problem(rel, f"truncated: {len(data)} of {entry['bytes']} bytes"))
         elif hashlib.sha256(data).hexdigest() != entry["sha256"]:
@@ -157,10 +185,9 @@ def _unlisted(root: Path, files: dict) -> list[Problem]:
 
 def _check_group(root: Path, rel: str, npz_cache: dict) -> list[Problem]:
     """Schema and consistency of one metadata file and its arrays."""
-    try:
-        meta = json.loads((root / rel).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        return [Problem(rel, f"not valid JSON ({exc})")]
+    meta, problem = _load_json(root / rel)
+    if problem:
+        return [Problem(rel, problem)]
     errors = schema_errors(meta, "vectors.schema.json")
     if errors:
         return [Problem(rel, f"schema: {e}") for e in errors]
@@ -239,13 +266,15 @@ def check(directory=None) -> list[Problem]:
     if data is None:
         return problems  # without a manifest every file would be "unlisted": say it once
     files = data["files"]
-    problems += _check_files(root, files)
+    failed = _check_files(root, files)
+    problems += failed
+    broken = {p.path for p in failed}  # never opened further: hashes first, then contents
     digest = manifest_mod.set_digest({p: e["sha256"] for p, e in files.items()})
     if digest != data["digest"]:
         problems.append(Problem(store.MANIFEST_NAME, "digest does not match the listed hashes"))
     problems += _unlisted(root, files)
     npz_cache = {}
-    readable = [p for p in files if not unsafe_path_reason(p, root) and (root / p).is_file()]
+    readable = [p for p in files if p not in broken]
     for rel in sorted(p for p in readable if p.endswith(".npz")):
         try:
             npz_cache[rel] = read_npz(root / rel)

@@ -119,7 +119,7 @@ def test_symlink_escaping_the_directory(vectors_copy, capsys):
     (vectors_copy / "rope.apply" / "link.json").symlink_to(outside)
     _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(
         "rope.apply/link.json", {"sha256": hashlib.sha256(b"{}").hexdigest(), "bytes": 2}))
-    _assert_fails(capsys, vectors_copy, "rope.apply/link.json: path escapes the vectors directory")
+    _assert_fails(capsys, vectors_copy, "rope.apply/link.json: a symbolic link")
 
 
 def test_object_array_in_npz(vectors_copy, capsys):
@@ -236,3 +236,51 @@ def test_metadata_whose_npz_is_unlisted_and_absent(vectors_copy, capsys):
     _edit_manifest(vectors_copy, lambda d: d["files"].pop(NPZ))
     _rehash(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{META}: its arrays file is not listed in MANIFEST.json")
+
+
+# ---- issue 9: hostile files give exit 3 and one line per problem, never a traceback --------------
+
+
+def _bomb_npz(path, inflated=64 * 2**20):
+    """A small .npz whose one member inflates to ``inflated`` bytes (a deflate bomb)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("expected.npy", "w", force_zip64=True) as member:
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                          "shape": (inflated // 8,)})
+            member.write(header.getvalue())
+            chunk = bytes(2**20)
+            for _ in range(inflated // len(chunk)):
+                member.write(chunk)
+
+
+def test_a_file_whose_hash_fails_is_never_opened(vectors_copy, capsys, monkeypatch):
+    _bomb_npz(vectors_copy / NPZ)
+    opened = []
+    real = npzio.read_npz
+    monkeypatch.setattr(verify, "read_npz", lambda p: opened.append(p) or real(p))
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: truncated")  # smaller than listed: hash fails
+    assert opened and not [p for p in opened if str(p).endswith(NPZ)]
+
+
+def test_a_deflate_bomb_with_a_matching_hash_stops_at_the_size_limit(vectors_copy, capsys, monkeypatch):
+    monkeypatch.setattr(npzio, "MAX_MEMBER_BYTES", 8 * 2**20)
+    _bomb_npz(vectors_copy / NPZ)
+    _rehash(vectors_copy)  # a careful attacker: the hashes match
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: member 'expected.npy' claims")
+
+
+def test_deeply_nested_json_is_a_problem_not_a_traceback(vectors_copy, capsys):
+    (vectors_copy / "rope.apply" / "llama2-d128.json").write_text("[" * 100000 + "]" * 100000)
+    _rehash(vectors_copy)
+    _assert_fails(capsys, vectors_copy, "rope.apply/llama2-d128.json: not valid JSON (nested too deeply)")
+    (vectors_copy / "MANIFEST.json").write_text("[" * 100000 + "]" * 100000)
+    _assert_fails(capsys, vectors_copy, "MANIFEST.json: not valid JSON (nested too deeply)")
+
+
+def test_a_listed_file_that_is_a_symlink_to_itself(vectors_copy, capsys):
+    loop = vectors_copy / "rope.apply" / "loop.json"
+    loop.symlink_to(loop)
+    _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(
+        "rope.apply/loop.json", {"sha256": "0" * 64, "bytes": 2}))
+    _assert_fails(capsys, vectors_copy, "rope.apply/loop.json: a symbolic link")
