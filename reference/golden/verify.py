@@ -284,6 +284,15 @@ def check(directory=None) -> list[Problem]:
         problems += _check_group(root, rel, npz_cache)
         if rel[: -len(".json")] + ".npz" not in files:
             problems.append(Problem(rel, "its arrays file is not listed in MANIFEST.json"))
+    counts: dict = {}
+    for rel in sorted(p for p in readable if p.endswith(".json")):
+        meta, _ = _load_json(root / rel)
+        if isinstance(meta, dict) and isinstance(meta.get("numberOfTests"), int):
+            protocol = rel.split("/", 1)[0]
+            counts[protocol] = counts.get(protocol, 0) + meta["numberOfTests"]
+    if not broken and counts != data["number_of_cases"]:
+        problems.append(Problem(store.MANIFEST_NAME, f"number_of_cases {data['number_of_cases']} does not "
+                                                     f"match the metadata files ({counts})"))
     referenced = {p[: -len(".json")] + ".npz" for p in files if p.endswith(".json")}
     for rel in sorted(p for p in files if p.endswith(".npz") and p not in referenced):
         problems.append(Problem(rel, "not referenced by a metadata file"))
