@@ -140,6 +140,22 @@ def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_c
     return cases
 
 
+def _foreign_vectors(digest: str, directory) -> Optional[str]:
+    """None for the vectors this posref ships. Other vectors: IntegrityError unless the directory
+    was named explicitly (``vectors_dir``); then the note every report repeats."""
+    from reference.golden import store
+
+    shipped = store.shipped_digest()
+    if not shipped or digest == f"sha256:{shipped}":
+        return None
+    if directory is None:
+        raise IntegrityError([f"vectors digest {digest} is not the one this posref ships "
+                              f"(sha256:{shipped}): the vectors were changed; grade other vectors "
+                              "only by naming them with --vectors-dir"])
+    return (f"graded against the vectors in {directory} (digest {digest}), not the ones this posref "
+            f"ships (sha256:{shipped})")
+
+
 def manifest_info(directory=None) -> tuple[str, str]:
     """(suite_version, vectors_digest as 'sha256:<hex>')."""
     from reference.golden import store
@@ -307,6 +323,7 @@ def run(
         if check_vectors:
             check_integrity(opts.vectors_dir)
         suite_version, digest = manifest_info(opts.vectors_dir)
+        foreign = _foreign_vectors(digest, opts.vectors_dir)
     else:
         from reference.golden import store
 
@@ -328,6 +345,8 @@ def run(
     if mismatch is not None:
         raise UsageError(f"{mismatch}: is it the adapter for another protocol? ({opts.protocol} adapters are "
                          f"{proto.signature})")
+    if golden_cases is None and foreign:
+        report.notes.append(foreign)
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}

@@ -49,6 +49,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-time", type=float, metavar="SECONDS", default=DEFAULT_MAX_TIME,
                    help=f"time limit of the whole run; calls left are reported as not run (default "
                         f"{DEFAULT_MAX_TIME:g} s)")
+    p.add_argument("--vectors-dir", metavar="DIR",
+                   help="grade against another vectors directory (its digest is noted in every report)")
     p.add_argument("--keep-going", action="store_true",
                    help="keep calling the adapter after two calls in a row timed out (default: the "
                         "remaining calls are reported as not run)")
@@ -75,6 +77,7 @@ def run(args) -> int:
         timeout=args.timeout,
         max_time=args.max_time,
         keep_going=args.keep_going,
+        vectors_dir=args.vectors_dir,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run

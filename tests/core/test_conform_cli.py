@@ -240,3 +240,43 @@ def test_an_adapter_that_ends_the_process_cannot_make_the_run_pass(tmp_path, how
     else:
         assert proc.returncode == 1, proc.stderr
         assert "the run ended before it finished" in proc.stderr
+
+
+def test_the_package_pins_the_digest_of_the_vectors_it_ships():
+    from reference.golden import store
+
+    assert store.shipped_digest() == store.load_manifest()["digest"]
+
+
+def test_edited_and_rehashed_vectors_are_graded_only_when_named(tmp_path, monkeypatch, capsys):
+    """Issue 9: an identity function passed every case against vectors edited and re-hashed
+    consistently. Such a directory is refused where posref looks by default, and graded only
+    with --vectors-dir, with a note in every report."""
+    import hashlib
+    import shutil
+
+    from reference.golden import manifest as manifest_mod
+    from reference.golden import store
+
+    root = tmp_path / "v"
+    shutil.copytree(store.vectors_dir(), root)
+    meta = root / "rope.apply" / "llama2-d128.json"
+    meta.write_text(meta.read_text().replace('"comment": "', '"comment": "(edited) ', 1))
+    data = json.loads((root / "MANIFEST.json").read_text())
+    for rel in data["files"]:
+        blob = (root / rel).read_bytes()
+        data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+    data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
+    (root / "MANIFEST.json").write_text(json.dumps(data))
+    target = style_target("hf_rotate_half")
+    monkeypatch.setenv("COLUMNS", "400")  # the note on one line
+    monkeypatch.setenv(store.ENV_VAR, str(root))
+    assert conform(target, "--protocol", "rope.apply", "--cases", SUBSET) == 3
+    assert "not the one this posref ships" in capsys.readouterr().err
+    monkeypatch.delenv(store.ENV_VAR)
+    report = tmp_path / "r.json"
+    assert conform(target, "--protocol", "rope.apply", "--cases", SUBSET, "--vectors-dir", str(root),
+                   "--json", str(report)) == 0
+    notes = json.loads(report.read_text())["notes"]
+    assert any("not the ones this posref ships" in n for n in notes)
+    assert "not the ones this posref ships" in capsys.readouterr().out
