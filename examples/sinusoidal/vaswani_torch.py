@@ -12,12 +12,12 @@ positions (within the standard budget, over the strict one).
 import torch
 
 
-def _one_dim(pos, d, spec):
+def _one_dim(pos, d, spec, angle_dtype):
     n = (d + 1) // 2 if spec.layout == "interleaved" else d // 2
     i = torch.arange(n, dtype=torch.float64)
     e = 2 * i / d if spec.exponent == "2i/d" else i / (d // 2 - 1)
-    w = (spec.base ** -e).float()
-    phi = pos.float()[:, None] * w[None, :]
+    w = (spec.base ** -e).to(angle_dtype)
+    phi = (pos.to(angle_dtype)[:, None] * w[None, :]).float()
     out = torch.zeros(pos.shape[0], d, dtype=torch.float32)
     if spec.layout == "interleaved":
         out[:, 0::2] = torch.sin(phi)
@@ -28,8 +28,10 @@ def _one_dim(pos, d, spec):
     return out
 
 
-def table(positions, spec):
+def table(positions, spec, angle_dtype=torch.float32):
+    """angle_dtype: where the angles are computed (float32, as most code does)."""
     if spec.dims == 2:
         half = spec.d_model // 2
-        return torch.cat([_one_dim(positions[:, 0], half, spec), _one_dim(positions[:, 1], half, spec)], dim=-1)
-    return _one_dim(positions, spec.d_model, spec)
+        return torch.cat([_one_dim(positions[:, 0], half, spec, angle_dtype),
+                          _one_dim(positions[:, 1], half, spec, angle_dtype)], dim=-1)
+    return _one_dim(positions, spec.d_model, spec, angle_dtype)

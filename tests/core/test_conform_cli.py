@@ -252,22 +252,16 @@ def test_edited_and_rehashed_vectors_are_graded_only_when_named(tmp_path, monkey
     """Issue 9: an identity function passed every case against vectors edited and re-hashed
     consistently. Such a directory is refused where posref looks by default, and graded only
     with --vectors-dir, with a note in every report."""
-    import hashlib
     import shutil
 
-    from reference.golden import manifest as manifest_mod
     from reference.golden import store
+    from support import rehash_vectors
 
     root = tmp_path / "v"
     shutil.copytree(store.vectors_dir(), root)
     meta = root / "rope.apply" / "llama2-d128.json"
     meta.write_text(meta.read_text().replace('"comment": "', '"comment": "(edited) ', 1))
-    data = json.loads((root / "MANIFEST.json").read_text())
-    for rel in data["files"]:
-        blob = (root / rel).read_bytes()
-        data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
-    data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
-    (root / "MANIFEST.json").write_text(json.dumps(data))
+    rehash_vectors(root)
     target = style_target("hf_rotate_half")
     monkeypatch.setenv("COLUMNS", "400")  # the note on one line
     monkeypatch.setenv(store.ENV_VAR, str(root))

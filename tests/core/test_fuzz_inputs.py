@@ -8,7 +8,6 @@ manifest only when the manifest is re-hashed, which the "careful attacker" cases
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.cli import main
-from reference.golden import manifest as manifest_mod
+from support import rehash_vectors
 
 NPZ = "rope.cache/worked-example.npz"
 META = "rope.cache/worked-example.json"
@@ -39,22 +38,13 @@ def root(tmp_path_factory):
     return path
 
 
-def _rehash(root):
-    data = json.loads((root / "MANIFEST.json").read_text())
-    for rel in data["files"]:
-        blob = (root / rel).read_bytes()
-        data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
-    data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
-    (root / "MANIFEST.json").write_text(json.dumps(data))
-
-
 def _verify_fails_cleanly(root, capsys, rehash):
     """Without re-hashing the edit must be caught (exit 3); re-hashed, the files may still hold
     the same arrays (bytes after a zip's end, say), so exit 0 is allowed too. Never a traceback."""
     saved = (root / "MANIFEST.json").read_bytes()
     try:
         if rehash:
-            _rehash(root)
+            rehash_vectors(root)
         code = main(["vectors", "verify", "--dir", str(root)])
     finally:
         (root / "MANIFEST.json").write_bytes(saved)

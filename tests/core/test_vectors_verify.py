@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from conformance.cli import main
-from reference.golden import manifest as manifest_mod
 from reference.golden import npzio, store, verify
+from support import rehash_vectors
 
 NPZ = "rope.apply/llama2-d128.npz"
 META = "rope.apply/llama2-d128.json"
@@ -40,16 +40,6 @@ def _assert_fails(capsys, root, *expected, args=()):
     assert code == 3, out
     for problem in expected:
         assert problem in out, out
-
-
-def _rehash(root):
-    """Rewrite MANIFEST.json so hashes match the current files (a careful attacker)."""
-    data = json.loads((root / "MANIFEST.json").read_text())
-    for rel in data["files"]:
-        blob = (root / rel).read_bytes()
-        data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
-    data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
-    (root / "MANIFEST.json").write_text(json.dumps(data, indent=2))
 
 
 def _edit_manifest(root, fn):
@@ -128,20 +118,20 @@ def test_object_array_in_npz(vectors_copy, capsys):
     buffer = io.BytesIO()
     np.savez(buffer, **{**arrays, first: np.array([{"evil": 1}], dtype=object)})
     (vectors_copy / NPZ).write_bytes(buffer.getvalue())
-    _rehash(vectors_copy)  # hashes agree: only the pickle check can catch it
+    rehash_vectors(vectors_copy)  # hashes agree: only the pickle check can catch it
     _assert_fails(capsys, vectors_copy, f"{NPZ}: object array or pickle refused")
 
 
 def test_raw_pickle_member_in_npz(vectors_copy, capsys):
     with zipfile.ZipFile(vectors_copy / NPZ, "a") as zf:
         zf.writestr("payload.pkl", pickle.dumps({"evil": 1}))
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{NPZ}: member 'payload.pkl' is not an .npy array")
 
 
 def test_whole_file_pickle_instead_of_npz(vectors_copy, capsys):
     (vectors_copy / NPZ).write_bytes(pickle.dumps({"x": 1}))
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{NPZ}: not a valid .npz")
 
 
@@ -149,7 +139,7 @@ def test_schema_violation_in_metadata(vectors_copy, capsys):
     meta = json.loads((vectors_copy / META).read_text())
     meta["testGroups"][0]["tests"][0]["flags"].append("not a flag")
     (vectors_copy / META).write_text(json.dumps(meta))
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{META}: schema:")
 
 
@@ -158,7 +148,7 @@ def test_inconsistent_metadata(vectors_copy, capsys):
     meta["numberOfTests"] += 1
     meta["testGroups"][0]["tests"][1]["id"] = meta["testGroups"][0]["tests"][0]["id"]
     (vectors_copy / META).write_text(json.dumps(meta))
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{META}: numberOfTests", f"{META}: duplicate test ids")
 
 
@@ -166,7 +156,7 @@ def test_wrong_shape_array(vectors_copy, capsys):
     arrays = npzio.read_npz(vectors_copy / NPZ)
     arrays["decode-4095.expected"] = arrays["decode-4095.expected"][..., :64]
     npzio.write_npz(vectors_copy / NPZ, arrays)
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, "rope.apply/llama2-d128/decode-4095: expected has shape")
 
 
@@ -181,7 +171,7 @@ def test_rederive_catches_a_value_off_by_a_little(vectors_copy, capsys):
     bad[0, 0, 0, 5] += 1e-12
     arrays["decode-4095.expected"] = bad
     npzio.write_npz(vectors_copy / NPZ, arrays)
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     assert _verify(capsys, vectors_copy)[0] == 0  # hashes and schema are fine ...
     # ... but the values are not the reference's
     _assert_fails(capsys, vectors_copy, f"{NPZ}: rope.apply/llama2-d128/decode-4095: expected differs",
@@ -194,7 +184,7 @@ def test_rederive_catches_changed_inputs(vectors_copy, capsys):
     x[0, 1, 0, 0] = 0.5
     arrays["prefill-8.x"] = x
     npzio.write_npz(vectors_copy / NPZ, arrays)
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, "prefill-8: input x differs from the catalog's seeded input",
                   args=("--rederive", "--backend", "numpy"))
 
@@ -234,7 +224,7 @@ def test_npz_bytes_are_deterministic_and_loadable(tmp_path):
 def test_metadata_whose_npz_is_unlisted_and_absent(vectors_copy, capsys):
     (vectors_copy / NPZ).unlink()
     _edit_manifest(vectors_copy, lambda d: d["files"].pop(NPZ))
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, f"{META}: its arrays file is not listed in MANIFEST.json")
 
 
@@ -266,13 +256,13 @@ def test_a_file_whose_hash_fails_is_never_opened(vectors_copy, capsys, monkeypat
 def test_a_deflate_bomb_with_a_matching_hash_stops_at_the_size_limit(vectors_copy, capsys, monkeypatch):
     monkeypatch.setattr(npzio, "MAX_MEMBER_BYTES", 8 * 2**20)
     _bomb_npz(vectors_copy / NPZ)
-    _rehash(vectors_copy)  # a careful attacker: the hashes match
+    rehash_vectors(vectors_copy)  # a careful attacker: the hashes match
     _assert_fails(capsys, vectors_copy, f"{NPZ}: member 'expected.npy' claims")
 
 
 def test_deeply_nested_json_is_a_problem_not_a_traceback(vectors_copy, capsys):
     (vectors_copy / "rope.apply" / "llama2-d128.json").write_text("[" * 100000 + "]" * 100000)
-    _rehash(vectors_copy)
+    rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, "rope.apply/llama2-d128.json: not valid JSON (nested too deeply)")
     (vectors_copy / "MANIFEST.json").write_text("[" * 100000 + "]" * 100000)
     _assert_fails(capsys, vectors_copy, "MANIFEST.json: not valid JSON (nested too deeply)")
