@@ -34,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from reference import __version__
 
-    parser = _Parser(prog="posref", description="Ground truth for Transformer positional encodings.")
+    from conformance.commands.conform import epilog
+
+    parser = _Parser(prog="posref", description="Ground truth for Transformer positional encodings.",
+                     epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"posref {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:

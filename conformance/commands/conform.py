@@ -14,6 +14,25 @@ HELP = "grade a PyTorch implementation against the golden vectors"
 
 DEFAULT_TIMEOUT_S = 120.0
 
+EXIT_CODES = """exit codes:
+  0  every graded case and check passed
+  1  some case or identity check failed or errored, nothing was graded, or the adapter ended the
+     grading process
+  2  usage or target error (one line on stderr)
+  3  the golden vectors fail their integrity check, or are not the ones this posref ships"""
+
+
+def epilog() -> str:
+    """The adapter signature of every protocol (from the registry), an example and the exit codes."""
+    from conformance.core import registry
+
+    lines = ["adapters (TARGET is file.py:function or package.module:function):"]
+    lines += [f"  {name:<18} {registry.get(name).signature}" for name in registry.protocol_names()]
+    lines += ["", "example:",
+              "  posref conform examples/rope/hf_rotate_half.py:apply --protocol rope.apply --dtype bfloat16",
+              "", EXIT_CODES]
+    return "\n".join(lines)
+
 
 def add_parser(subparsers) -> None:
     from conformance.core import registry
@@ -21,7 +40,10 @@ def add_parser(subparsers) -> None:
     from conformance.guard import DEFAULT_MAX_TIME
     from conformance.runner import DEFAULT_DTYPES
 
-    p = subparsers.add_parser("conform", help=HELP, description=HELP + ".")
+    import argparse
+
+    p = subparsers.add_parser("conform", help=HELP, description=HELP + ".", epilog=epilog(),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="TARGET", help="the adapter: package.module:name or path/to/file.py:name")
     p.add_argument("--protocol", required=True, metavar="NAME", help=f"one of: {', '.join(registry.protocol_names())}")
     p.add_argument("--layout", default="auto", metavar="LAYOUT",

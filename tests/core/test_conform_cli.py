@@ -274,3 +274,18 @@ def test_edited_and_rehashed_vectors_are_graded_only_when_named(tmp_path, monkey
     notes = json.loads(report.read_text())["notes"]
     assert any("not the ones this posref ships" in n for n in notes)
     assert "not the ones this posref ships" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["conform", "--help"]])
+def test_help_shows_every_adapter_signature_an_example_and_the_exit_codes(capsys, argv):
+    from conformance.core import registry
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for name in registry.protocol_names():
+        assert f"{name}" in out and registry.get(name).signature in out
+    assert "example:" in out and "posref conform examples/" in out
+    for code in ("0  ", "1  ", "2  ", "3  "):
+        assert f"\n  {code}" in out
