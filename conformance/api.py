@@ -29,13 +29,16 @@ def run_conformance(
     vectors_dir=None,
     identities: bool = True,
     golden_cases=None,
+    fresh: bool = True,
+    seed: Optional[int] = None,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
     cases: a glob on case ids (several separated by commas), e.g. "rope.apply/llama2-d128/*".
     progress: an object with start(total), advance(case_result), finish(report) (the terminal
     reporter), or None. identities=False skips the black-box identity checks. golden_cases:
-    grade these GoldenCase records instead of the committed vectors.
+    grade these GoldenCase records instead of the committed vectors. fresh: also grade cases
+    drawn at run time from ``seed`` (a new seed when None; Report.seed says which).
     """
     from conformance.loader import load_target
 
@@ -57,6 +60,8 @@ def run_conformance(
         timeout=timeout,
         vectors_dir=vectors_dir,
         identities=identities,
+        fresh=fresh,
+        seed=seed,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

@@ -80,6 +80,7 @@ class Report:
     cases: list = field(default_factory=list)  # list[CaseResult]
     identities: list = field(default_factory=list)  # list[IdentityResult]
     notes: list = field(default_factory=list)  # list[str]: about the run itself (threads left running)
+    seed: Optional[int] = None  # of the fresh cases drawn at run time (None: none were drawn)
 
     def summary(self) -> dict:
         counts = {v: 0 for v in VERDICTS}
@@ -106,4 +107,5 @@ class Report:
             "cases": [c.to_json() for c in self.cases],
             "identities": [i.to_json() for i in self.identities],
             "notes": list(self.notes),
+            "seed": self.seed,
         }

@@ -26,7 +26,9 @@ invoker, and every returned value through validation.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import fnmatch
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -71,6 +73,8 @@ class Options:
     identities: bool = True
     max_time: Optional[float] = DEFAULT_MAX_TIME  # seconds for the whole run (None: no limit)
     keep_going: bool = False  # call the adapter even after two consecutive timeouts
+    fresh: bool = True  # also grade cases drawn at run time (reference.golden.fresh)
+    seed: Optional[int] = None  # their seed (None: drawn; a fresh-<seed> in --cases gives it)
 
 
 def check_options(opts: Options) -> Options:
@@ -96,6 +100,11 @@ def check_options(opts: Options) -> Options:
 
         if not torch.cuda.is_available():
             raise OptionError("device cuda requested, but torch.cuda.is_available() is False here")
+    if opts.seed is not None:
+        from reference.golden.fresh import MAX_SEED
+
+        if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or not 0 <= opts.seed <= MAX_SEED:
+            raise OptionError(f"seed must be an integer from 0 to {MAX_SEED}, got {opts.seed!r}")
     for name in ("timeout", "max_time"):
         try:
             setattr(opts, name, check_timeout(getattr(opts, name)))
@@ -120,12 +129,14 @@ def check_integrity(directory=None) -> None:
         raise IntegrityError(problems)
 
 
-def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_cases=None) -> list:
-    """The protocol's golden cases whose id matches the glob (all when pattern is None)."""
+def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_cases=None, fresh=()) -> list:
+    """The protocol's golden cases, then the ``fresh`` ones, whose id matches the glob (all when
+    pattern is None)."""
     if golden_cases is None:
         from reference.golden import store
 
         golden_cases = list(store.iter_cases(protocol, directory))
+    golden_cases = list(golden_cases) + list(fresh)
     cases = [c for c in golden_cases if c.protocol == protocol]
     if pattern:
         patterns = [p for p in str(pattern).split(",") if p]
@@ -138,6 +149,23 @@ def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_c
     elif not cases:
         raise OptionError(f"the golden vectors hold no case for protocol {protocol!r}")
     return cases
+
+
+def fresh_seed(opts: Options) -> int:
+    """The seed of the run's fresh cases: --seed, else the one a fresh case id in --cases names
+    (so that a cited fresh id repeats by itself), else a new one."""
+    from reference.golden.fresh import MAX_SEED, new_seed
+
+    if opts.seed is not None:
+        return opts.seed
+    named = {int(m) for m in re.findall(r"/fresh-([0-9]+)/", opts.cases or "") if int(m) <= MAX_SEED}
+    return named.pop() if len(named) == 1 else new_seed()
+
+
+def _fresh_cases(opts: Options) -> list:
+    from reference.golden.fresh import fresh_cases
+
+    return fresh_cases(opts.protocol, opts.seed)
 
 
 def _foreign_vectors(digest: str, directory) -> Optional[str]:
@@ -180,11 +208,15 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--layout", opts.layout]
         if opts.device != "cpu":
             parts += ["--device", opts.device]
+        if "/fresh-" in case_id and opts.seed is not None:
+            parts += ["--seed", str(opts.seed)]
         return " ".join(shlex.quote(p) for p in parts)
     return (
         "from conformance import run_conformance; "
         f"print(run_conformance(fn, {opts.protocol!r}, cases={case_id!r}, dtypes=({dtype!r},), "
-        f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}).summary())"
+        f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}"
+        + (f", seed={opts.seed}" if "/fresh-" in case_id and opts.seed is not None else "")
+        + ").summary())"
     )
 
 
@@ -313,7 +345,7 @@ def run(
     from conformance import environment
     from conformance.isolation import make_invoker
 
-    opts = check_options(opts)
+    opts = check_options(dataclasses.replace(opts))
     proto = registry.get(opts.protocol)
     if target is None and fn is not None:
         from conformance.loader import target_of
@@ -329,7 +361,11 @@ def run(
 
         golden_cases = list(golden_cases)
         suite_version, digest = store.SUITE_VERSION, "unversioned (cases given in code)"
-    cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases)
+    fresh = []
+    if opts.fresh and golden_cases is None:
+        opts.seed = fresh_seed(opts)
+        fresh = _fresh_cases(opts)
+    cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases, fresh)
 
     report = Report(
         suite_version=suite_version,
@@ -338,6 +374,7 @@ def run(
         target=target or _describe(fn),
         environment=environment.collect(opts.device, opts.dtypes),
         profile=opts.profile,
+        seed=opts.seed if fresh else None,
     )
     from conformance.loader import signature_problem, source_location
 
@@ -347,6 +384,10 @@ def run(
                          f"{proto.signature})")
     if golden_cases is None and foreign:
         report.notes.append(foreign)
+    drawn = len({c.id for c in fresh} & {c.id for c in cases})
+    if drawn:
+        report.notes.append(f"{drawn} fresh case(s) drawn at run time from seed {opts.seed} "
+                            f"(--seed {opts.seed} draws them again)")
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}

@@ -32,7 +32,12 @@ def entry() -> int:
     argv = sys.argv[1:]
     if ENV in os.environ:  # the supervised child: report the code as the very last thing
         fd = int(os.environ.pop(ENV))
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse (a usage error, --help): the adapter's are verdicts
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+            code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
         try:
             os.write(fd, str(code).encode())
         except OSError:

@@ -76,7 +76,25 @@ def add_parser(subparsers) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="keep calling the adapter after two calls in a row timed out (default: the "
                         "remaining calls are reported as not run)")
+    p.add_argument("--seed", type=_seed, metavar="N",
+                   help="seed of the fresh cases drawn at run time (default: a new one, printed)")
+    p.add_argument("--no-fresh", dest="fresh", action="store_false",
+                   help="grade only the committed vectors, no fresh cases")
     p.set_defaults(func=run)
+
+
+def _seed(text: str) -> int:
+    from reference.golden.fresh import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SEED:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"an integer from 0 to {MAX_SEED}, got {text!r}")
+    return value
 
 
 def run(args) -> int:
@@ -100,6 +118,8 @@ def run(args) -> int:
         max_time=args.max_time,
         keep_going=args.keep_going,
         vectors_dir=args.vectors_dir,
+        fresh=args.fresh,
+        seed=args.seed,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run

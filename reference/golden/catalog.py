@@ -80,6 +80,8 @@ class VectorProtocol:
                    the stored ones are certified against
     rounding       "correct" (every stored value is the nearest double to the exact one) or
                    "faithful" (within one ulp: reductions)
+    fresh          optional (draw) -> [TestGroupSpec]: new cases drawn at run time from a seed
+                   (reference.golden.fresh), so that no answer can be looked up in a file
     """
 
     name: str
@@ -91,6 +93,7 @@ class VectorProtocol:
     shapes: Callable
     exact: Callable
     rounding: str = "correct"
+    fresh: Callable | None = None
 
     def __post_init__(self):
         if self.rounding not in ROUNDINGS:

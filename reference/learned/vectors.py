@@ -245,6 +245,28 @@ def groups() -> list[GroupSpec]:
     ]
 
 
+def fresh_lookups(draw) -> list[TestGroupSpec]:
+    """Drawn at run time (reference.golden.fresh): one model, a lookup at random positions below
+    its wall (RoBERTa: pads -1 among them) and one with a random token past the wall, which must
+    raise. Tables and x are seeded by the fresh case ids."""
+    name = draw.choice(sorted(MODELS))
+    model = MODELS[name]
+    params = model["params"]
+    roberta = params["variant"] == "roberta"
+    last = params["num_positions"] - 1 - (params["padding_idx"] + 1 if roberta else 0)
+    b, s = draw.integer(1, 3), draw.integer(1, 6)
+    inside = [draw.integers(-1 if roberta else 0, last, s) for _ in range(b)]
+    beyond = [list(row) for row in inside]
+    beyond[draw.integer(0, b - 1)][draw.integer(0, s - 1)] = last + draw.integer(1, 1000)
+    tests = (
+        _test(f"{name}-inside", f"Drawn at run time: {b} x {s} positions up to {name}'s last one.",
+              ("RobertaOffset",) if roberta else (), inside),
+        _test(f"{name}-past-wall", "Drawn at run time: the same shape with one token past the "
+              "wall, so the lookup must raise.", ("LengthWall",), beyond, must_raise=True),
+    )
+    return [TestGroupSpec(params, tests, model["source"])]
+
+
 # --------------------------------------------------------------------------------------------
 # Protocol: parameters, inputs, expected values, shapes, exact values
 
@@ -330,5 +352,5 @@ PROTOCOLS = {
     PROTOCOL: VectorProtocol(
         PROTOCOL, {"x": "float64", "positions": "int64", "table": "float64", "expected": "float64"},
         ("x", "positions", "table"), PARAMS_SCHEMA, build_lookup, compute_lookup, shapes_lookup,
-        exact_lookup),
+        exact_lookup, fresh=fresh_lookups),
 }

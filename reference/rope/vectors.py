@@ -496,6 +496,42 @@ def _frequency_groups():
     return groups
 
 
+# --------------------------------------------------------------------------------------------
+# Fresh cases (reference.golden.fresh): drawn at run time, in no file
+
+
+def _fresh_positions(draw, context):
+    """[b][s] positions below a limit drawn from the model's context, 2^17 and 2^24."""
+    limit = draw.choice((context, 2**17, 2**24))
+    b, s = draw.integer(1, 3), draw.integer(1, 6)
+    return tuple(tuple(draw.integers(0, limit - 1, s)) for _ in range(b)), limit
+
+
+def _fresh_rotations(draw, protocol):
+    groups = []
+    for k in range(2):
+        name = draw.choice(sorted(MODELS))
+        model = MODELS[name]
+        positions, limit = _fresh_positions(draw, model["context"])
+        heads = draw.integer(1, 3) if protocol == "rope.apply" else 2
+        test = RopeTest(f"{name}-{k}", f"Drawn at run time: {name}'s configuration at "
+                        f"{len(positions)} x {len(positions[0])} positions below {limit}.",
+                        _model_flags(name) + (LAYOUT_FLAG[model["params"]["layout"]],), positions, heads)
+        groups.append(TestGroupSpec(model["params"], (test,), model["source"]))
+    return groups
+
+
+def fresh_frequencies(draw):
+    """Two frequency ladders at a rotary_dim in [4, 256] and an integer base in [500, 10^7]."""
+    groups = []
+    for k in range(2):
+        r, base = 2 * draw.integer(2, 128), draw.integer(500, 10**7)
+        test = _frequency_test(f"r{r}-base{base}", f"Drawn at run time: inv_freq for rotary_dim {r}, "
+                               f"base {base}.", (), draw.integer(1, 2**17))
+        groups.append(TestGroupSpec(rope_params(r, base, "half"), (test,)))
+    return groups
+
+
 def groups() -> list[GroupSpec]:
     """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies."""
     return _apply_groups() + _cache_groups() + _frequency_groups()
@@ -646,12 +682,14 @@ PARAMS_SCHEMA = {
 PROTOCOLS = {
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
-        ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply),
+        ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
+        fresh=lambda draw: _fresh_rotations(draw, "rope.apply")),
     "rope.cache": VectorProtocol(
         "rope.cache", {"positions": "int64", "cos": "float64", "sin": "float64"},
-        ("positions",), PARAMS_SCHEMA, build_cache, compute_cache, shapes_cache, exact_cache),
+        ("positions",), PARAMS_SCHEMA, build_cache, compute_cache, shapes_cache, exact_cache,
+        fresh=lambda draw: _fresh_rotations(draw, "rope.cache")),
     "rope.frequencies": VectorProtocol(
         "rope.frequencies", {"inv_freq": "float64", "attention_factor": "float64"},
         (), PARAMS_SCHEMA, build_frequencies, compute_frequencies, shapes_frequencies,
-        exact_frequencies),
+        exact_frequencies, fresh=fresh_frequencies),
 }

@@ -177,6 +177,29 @@ def groups() -> list[GroupSpec]:
     ]
 
 
+def fresh_tables(draw) -> list[TestGroupSpec]:
+    """Two tables drawn at run time (reference.golden.fresh): a d_model in [2, 1024], a layout,
+    an exponent and an integer base in [100, 10^6], at up to 8 positions in [-2^20, 2^20] (a 2-D
+    table: coordinates in [0, 63])."""
+    groups = []
+    for k in range(2):
+        dims = draw.choice((1, 1, 2))
+        d = 4 * draw.integer(1, 256) if dims == 2 else draw.integer(2, 1024)
+        exponent = "2i/d" if dims == 2 or d < 4 else draw.choice(("2i/d", "2i/(d-2)"))
+        params = sinusoidal_params(d, "concatenated" if dims == 2 else draw.choice(("interleaved", "concatenated")),
+                                   exponent, float(draw.integer(100, 10**6)), dims)
+        n = draw.integer(1, 8)
+        if dims == 2:
+            positions = tuple(zip(draw.integers(0, 63, n), draw.integers(0, 63, n)))
+        else:
+            positions = tuple(draw.integers(-(2**20), 2**20, n))
+        test = SinusoidalTest(f"d{d}-{k}", f"Drawn at run time: d_model {d}, {params['layout']}, "
+                              f"exponent {exponent}, base {params['base']:g}, {n} positions.",
+                              _flags(params), positions)
+        groups.append(TestGroupSpec(params, (test,)))
+    return groups
+
+
 # --------------------------------------------------------------------------------------------
 # Protocol: inputs, expected values, shapes, exact values
 
@@ -234,5 +257,5 @@ PARAMS_SCHEMA = {
 PROTOCOLS = {
     PROTOCOL: VectorProtocol(
         PROTOCOL, {"positions": "int64", "expected": "float64"}, ("positions",), PARAMS_SCHEMA,
-        build_table, compute_table, shapes_table, exact_table),
+        build_table, compute_table, shapes_table, exact_table, fresh=fresh_tables),
 }

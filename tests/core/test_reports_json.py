@@ -19,7 +19,7 @@ from conformance.results import CaseResult, Diagnosis
 from test_reports_common import DIGEST, sample_report
 
 TOP_LEVEL = ["suite_version", "vectors_digest", "protocol", "target", "environment", "profile",
-             "summary", "probe", "cases", "identities", "notes"]
+             "summary", "probe", "cases", "identities", "notes", "seed"]
 CASE_KEYS = {"id", "dtype", "verdict", "max_abs_error", "budget_ratio", "worst_index",
              "diagnoses", "repro"}
 # The stable codes the shipped families emit (core and RoPE); the schema lists every registered one.

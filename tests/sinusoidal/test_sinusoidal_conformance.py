@@ -14,6 +14,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sinusoidal"
 
 
 def grade(name, **options):
+    options.setdefault("fresh", False)  # tests/core/test_fresh_cases.py grades the fresh cases
     return run_conformance(f"{EXAMPLES / name}:table", "sinusoidal.table", timeout=60.0, **options)
 
 

@@ -1,0 +1,194 @@
+"""Fresh cases (issue 9): cases drawn at run time from a printed seed, in no file, so that an
+adapter that looks the answers up in the shipped vectors fails, and --seed repeats a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+
+from conformance import run_conformance
+from conformance.runner import OptionError
+from reference.golden import catalog, certify, store
+from reference.golden.fresh import Draw, fresh_cases
+from tests.support import ROOT
+
+PROTOCOLS = sorted(p for p, vp in catalog.protocols().items() if vp.fresh is not None)
+
+
+def test_every_protocol_with_vectors_draws_fresh_cases():
+    assert PROTOCOLS == sorted(catalog.protocols())
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_same_seed_same_cases_other_seed_other_cases(protocol):
+    a, b, c = fresh_cases(protocol, 7), fresh_cases(protocol, 7), fresh_cases(protocol, 8)
+    assert a and [x.id for x in a] == [x.id for x in b]
+    for x, y in zip(a, b):
+        assert x.params == y.params and x.arrays.keys() == y.arrays.keys()
+        assert all(np.array_equal(x.arrays[k], y.arrays[k]) for k in x.arrays)
+    assert all(x.id.startswith(f"{protocol}/fresh-7/") and "Fresh" in x.flags for x in a)
+
+    def content(cases):
+        return [(x.params, {k: v.tobytes() for k, v in x.arrays.items()}) for x in cases]
+
+    assert content(a) != content(c)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_fresh_inputs_are_in_no_file(protocol):
+    stored = {role: {store_case.arrays[role].tobytes() for store_case in store.iter_cases(protocol)}
+              for role in catalog.protocol(protocol).inputs}
+    for case in fresh_cases(protocol, 11):
+        for role, seen in stored.items():
+            assert case.arrays[role].tobytes() not in seen, (case.id, role)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("seed", [0, 2**40 + 3])
+def test_fresh_expected_values_are_correctly_rounded(protocol, seed):
+    """Computed on the spot in golden mode, they meet the same mpmath certification as the
+    committed vectors."""
+    proto = catalog.protocol(protocol)
+    total = certify.Certificate(proto.rounding)
+    for case in fresh_cases(protocol, seed):
+        inputs = {r: case.arrays[r] for r in proto.inputs}
+        outputs = {r: case.arrays[r] for r in proto.outputs}
+        total.add(certify.certify_case(proto, case.params, inputs, outputs, where=case.id))
+    assert total.ok and total.certified > 0, total.examples[:3]
+
+
+def test_draw_is_platform_independent():
+    # PCG64 raw words only: these values are fixed by the algorithm, not by numpy's samplers.
+    draw = Draw(1, "rope.apply")
+    assert draw.integers(0, 9, 6) == Draw(1, "rope.apply").integers(0, 9, 6)
+    assert Draw(1, "rope.apply").integers(0, 2**20, 3) != Draw(1, "rope.cache").integers(0, 2**20, 3)
+    with pytest.raises(ValueError):
+        draw.integer(3, 2)
+
+
+def test_an_adapter_that_looks_answers_up_passes_the_files_but_not_the_fresh_cases():
+    answers = {(c.arrays["positions"].tobytes(), c.params["rotary_dim"], c.params["base"]): c
+               for c in store.iter_cases("rope.cache")}
+
+    def lookup(positions, spec):
+        key = (positions.numpy().astype(np.int64).tobytes(), spec.rotary_dim, spec.base)
+        case = answers.get(key)
+        if case is None:  # not in the vectors: a guess
+            shape = tuple(positions.shape) + (spec.rotary_dim // 2,)
+            return torch.ones(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
+        return torch.from_numpy(case.arrays["cos"].copy()), torch.from_numpy(case.arrays["sin"].copy())
+
+    stored_only = run_conformance(lookup, "rope.cache", dtypes=("float32",), identities=False, fresh=False)
+    assert stored_only.summary()["overall"] == "pass"
+    report = run_conformance(lookup, "rope.cache", dtypes=("float32",), identities=False, seed=5)
+    assert report.summary()["overall"] == "fail"
+    failing = {c.id for c in report.cases if c.verdict == "fail"}
+    assert failing and all(i.startswith("rope.cache/fresh-5/") for i in failing)
+
+
+def _verdicts(report):
+    return [(c.id, c.dtype, c.verdict, c.max_abs_error) for c in report.cases]
+
+
+def test_seed_repeats_a_run_and_the_report_says_which_seed():
+    from tests.support import reference_adapter
+
+    kwargs = dict(dtypes=("float32",), identities=False, cases="rope.apply/fresh-*")
+    first = run_conformance(reference_adapter, "rope.apply", **kwargs)
+    assert first.seed is not None and len(first.cases) == 2
+    again = run_conformance(reference_adapter, "rope.apply", seed=first.seed, **kwargs)
+    assert _verdicts(again) == _verdicts(first)
+    assert any(f"--seed {first.seed}" in n for n in first.notes)
+    assert all(f"--seed {first.seed}" in c.repro for c in first.cases)
+    doc = first.to_json()
+    schema = json.loads((ROOT / "conformance" / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["seed"] == first.seed
+
+
+def test_a_cited_fresh_id_names_its_seed():
+    from tests.support import reference_adapter
+
+    report = run_conformance(reference_adapter, "rope.apply", dtypes=("float32",), identities=False,
+                             cases="rope.apply/fresh-424242/*")
+    assert report.seed == 424242 and {c.id.split("/")[1] for c in report.cases} == {"fresh-424242"}
+
+
+def test_no_fresh_grades_the_files_only():
+    from tests.support import reference_adapter
+
+    report = run_conformance(reference_adapter, "rope.apply", dtypes=("float32",), identities=False,
+                             fresh=False, cases="rope.apply/llama2-d128/*")
+    assert report.seed is None and not any("/fresh-" in c.id for c in report.cases)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.5, "3", True])
+def test_bad_seed_is_an_option_error(seed):
+    from tests.support import reference_adapter
+
+    with pytest.raises(OptionError, match="seed"):
+        run_conformance(reference_adapter, "rope.apply", seed=seed)
+
+
+def test_bad_seed_on_the_command_line_is_exit_2_with_one_line():
+    # Through the supervised `posref` entry point: an argparse error is a usage error (exit 2),
+    # not "the adapter ended the process".
+    env = dict(os.environ, COLUMNS="100")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from conformance.supervise import entry; sys.exit(entry())",
+         "conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.apply", "--seed", "x"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["posref: error: argument --seed: an integer from 0 to "
+                                                "9223372036854775807, got 'x'"]
+
+
+CORRECT = [
+    ("examples/rope/hf_rotate_half.py:apply", "rope.apply"),
+    ("examples/rope/hf_rotate_half.py:cache", "rope.cache"),
+    ("examples/rope/hf_rotate_half.py:frequencies", "rope.frequencies"),
+    ("examples/sinusoidal/vaswani_torch.py:table", "sinusoidal.table"),
+    ("examples/learned/roberta_position_ids.py:lookup", "learned.lookup"),
+]
+
+
+@pytest.mark.parametrize("target, protocol", CORRECT)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_correct_examples_pass_fresh_cases(target, protocol, seed):
+    """The budgets hold at positions and shapes nobody chose in advance; whatever a correct
+    implementation cannot do (another layout or variant) is skipped, never failed."""
+    report = run_conformance(str(ROOT / target), protocol, identities=False, seed=seed,
+                             cases=f"{protocol}/fresh-{seed}/*", timeout=60.0)
+    assert report.summary()["overall"] in ("pass", "skip"), [(c.id, c.dtype, c.verdict, c.diagnoses)
+                                                              for c in report.cases]
+
+
+@pytest.mark.parametrize("target, protocol", [
+    ("examples/rope/buggy/position_offset.py:apply", "rope.apply"),
+    ("examples/sinusoidal/buggy/wrong_base.py:table", "sinusoidal.table"),
+    ("examples/learned/buggy/length_wall_missing.py:lookup", "learned.lookup"),
+])
+def test_buggy_examples_fail_fresh_cases(target, protocol):
+    report = run_conformance(str(ROOT / target), protocol, identities=False, seed=4,
+                             cases=f"{protocol}/fresh-4/*", timeout=60.0)
+    assert report.summary()["fail"] >= 1
+
+
+def test_command_line_seed_and_no_fresh(tmp_path):
+    from conformance.cli import main
+
+    target = str(ROOT / "examples/rope/hf_rotate_half.py:cache")
+    out = tmp_path / "r.json"
+    assert main(["conform", target, "--protocol", "rope.cache", "--seed", "77", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["seed"] == 77 and any(c["id"].startswith("rope.cache/fresh-77/") for c in doc["cases"])
+    assert main(["conform", target, "--protocol", "rope.cache", "--no-fresh", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["seed"] is None and not any("/fresh-" in c["id"] for c in doc["cases"])
