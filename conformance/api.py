@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Union
 
+from conformance.guard import DEFAULT_MAX_TIME
 from conformance.results import Report
 from conformance.runner import DEFAULT_DTYPES, IntegrityError, OptionError, Options, run
 
@@ -31,6 +32,8 @@ def run_conformance(
     golden_cases=None,
     fresh: bool = True,
     seed: Optional[int] = None,
+    max_time: Optional[float] = DEFAULT_MAX_TIME,
+    keep_going: bool = False,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -38,7 +41,9 @@ def run_conformance(
     progress: an object with start(total), advance(case_result), finish(report) (the terminal
     reporter), or None. identities=False skips the black-box identity checks. golden_cases:
     grade these GoldenCase records instead of the committed vectors. fresh: also grade cases
-    drawn at run time from ``seed`` (a new seed when None; Report.seed says which).
+    drawn at run time from ``seed`` (a new seed when None; Report.seed says which). max_time:
+    the whole run's deadline in seconds; keep_going: call the adapter even after two timeouts in
+    a row (conformance.guard).
     """
     from conformance.loader import load_target
 
@@ -62,6 +67,8 @@ def run_conformance(
         identities=identities,
         fresh=fresh,
         seed=seed,
+        max_time=max_time,
+        keep_going=keep_going,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

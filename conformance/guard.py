@@ -18,7 +18,7 @@ from typing import Optional
 from conformance.isolation import Invoker, Outcome
 
 STREAK = 2
-DEFAULT_MAX_TIME = 1800.0  # seconds for a whole run unless --max-time says otherwise
+DEFAULT_MAX_TIME = 600.0  # seconds for a whole run unless --max-time says otherwise (issue 9: 10 min)
 
 
 class RunGuard(Invoker):

@@ -66,3 +66,19 @@ def test_bad_max_time_is_exit_2(capsys, value):
     assert main(["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.apply",
                  "--max-time", value]) == 2
     assert "max_time must be" in capsys.readouterr().err
+
+
+def test_a_hanging_adapter_on_the_whole_catalog_ends_within_max_time():
+    start = time.monotonic()
+    report = run_conformance(hangs, "rope.apply", dtypes=("float32", "bfloat16"), timeout=0.3,
+                             max_time=1.0, keep_going=True)
+    assert time.monotonic() - start < 1.0 + 3.0  # the deadline, plus grading what came back
+    assert report.cases and all(c.verdict in ("error", "skip") for c in report.cases)
+
+
+def test_by_default_a_run_ends_within_ten_minutes():
+    from conformance.cli import build_parser
+    from conformance.guard import DEFAULT_MAX_TIME
+
+    args = build_parser().parse_args(["conform", "x.py:f", "--protocol", "rope.apply"])
+    assert args.max_time == DEFAULT_MAX_TIME <= 600
