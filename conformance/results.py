@@ -29,6 +29,9 @@ class CaseResult:
     max_abs_error  largest |output - expected| over elements (None when no output was graded)
     budget_ratio   max(error / budget) over elements; the case passes when <= 1
     worst_index    index (as a list) of the element that attains budget_ratio
+    worst_location that element in words (batch row, position, head, pair...)
+    mismatch       {"count", "total", "unit"}: how many output values (or pairs) are over budget
+    first_failing_position  the lowest position with a value over budget (None if none)
     curve          [position, max error, max budget] per position the case holds (for plots)
     """
 
@@ -44,6 +47,9 @@ class CaseResult:
     # Per-position curve for the plot: list of [position, max_error, max_budget].
     curve: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # list[str], e.g. "budget too wide to tell m from m+1"
+    worst_location: str = ""
+    mismatch: Optional[dict] = None
+    first_failing_position: Optional[int] = None
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries

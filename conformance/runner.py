@@ -203,7 +203,9 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
     """A command a reviewer can paste to grade this one case again."""
     if target:
         parts = ["posref", "conform", target, "--protocol", opts.protocol, "--cases", case_id]
-        parts += ["--dtype", dtype, "--profile", opts.profile]
+        parts += ["--dtype", dtype]
+        if opts.profile != "standard":
+            parts += ["--profile", opts.profile]
         if opts.layout != "auto":
             parts += ["--layout", opts.layout]
         if opts.device != "cpu":
@@ -291,10 +293,11 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
         result.budget_ratio = graded.ratio.get(profile)
         result.worst_index = graded.worst_index.get(profile)
         result.curve = graded.curve.get(profile, [])
+        _locate(proto, case, spec, prepared, graded, profile, result)
         result.notes.extend(graded.notes.get(profile, []))
         if result.verdict == "acceptable":
             strict = graded.ratio.get("strict")
-            times = f"{strict:.3g}x" if strict is not None else "over"
+            times = f"{strict:.3g} times" if strict is not None else "over"
             result.notes.append(f"within the standard budget but {times} the strict one ({proto.acceptable_note})")
         result.diagnoses.extend(graded.problems)
         if result.verdict == "fail":
@@ -308,6 +311,21 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     result.repro = repro_snippet(case.id, result.dtype, opts, target)
     result.duration_s = time.perf_counter() - start
     return result
+
+
+def _locate(proto, case, spec, prepared, graded, profile, result) -> None:
+    """Where the case fails: the mismatch count, the worst element in words, the first position
+    over budget."""
+    count = graded.mismatch.get(profile)
+    if count is not None:
+        result.mismatch = {"count": int(count[0]), "total": int(count[1]), "unit": str(count[2])}
+    if result.worst_index is not None:
+        try:
+            result.worst_location = str(proto.locate(case, spec, prepared, result.worst_index))
+        except Exception as exc:  # noqa: BLE001 - a place we cannot name is no reason to stop
+            result.worst_location = f"element {result.worst_index} ({error_line(exc)})"
+    over = [p[0] for p in result.curve if len(p) > 3 and not p[3] <= 1.0]
+    result.first_failing_position = int(min(over)) if over else None
 
 
 def _blackbox(proto, invoker, opts: Options, probe) -> list:

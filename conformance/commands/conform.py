@@ -80,6 +80,11 @@ def add_parser(subparsers) -> None:
                    help="seed of the fresh cases drawn at run time (default: a new one, printed)")
     p.add_argument("--no-fresh", dest="fresh", action="store_false",
                    help="grade only the committed vectors, no fresh cases")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=0,
+                      help="list every case and identity, not only the failing ones")
+    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                      help="print the summary line only")
     p.set_defaults(func=run)
 
 
@@ -127,7 +132,8 @@ def run(args) -> int:
     # A report written to stdout (--json -) keeps stdout to itself: the table goes to stderr.
     from conformance.reports.terminal import default_console
 
-    reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None)
+    reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None,
+                                verbosity=args.verbosity)
     try:
         report = run_grading(fn, opts, target=args.target, progress=reporter)
     except IntegrityError as exc:

@@ -13,6 +13,8 @@ A protocol module (``conformance/<family>/<protocol>.py``) exposes ``PROTOCOL``,
     probe(invoker, cases, options)              what the implementation supports, found before
                                                 grading (:class:`Probe`, or None)
     blackbox(invoker, dtype, device, probe)     identity checks on the implementation itself
+    locate(case, spec, prepared, index)         an output element's place in words (batch row,
+                                                position, head, pair...)
     repro_call()                                the adapter call in a Python repro
 
 A family's own vocabulary (layouts, variants, tables) stays inside its folder; the runner never
@@ -53,6 +55,7 @@ class Graded:
     max_abs_error: Optional[float] = None
     ratio: dict = field(default_factory=dict)  # profile -> budget ratio (finite elements)
     worst_index: dict = field(default_factory=dict)  # profile -> index list
+    mismatch: dict = field(default_factory=dict)  # profile -> (over budget, total, unit: "pairs")
     curve: dict = field(default_factory=dict)  # profile -> [[position, max_error, max_budget]]
     notes: dict = field(default_factory=dict)  # profile -> list[str]
 
@@ -124,6 +127,11 @@ class Protocol:
         """The number of positional arguments the adapter gets, from ``signature``."""
         inside = self.signature.split("(", 1)[1].split(")", 1)[0]
         return len([a for a in inside.split(",") if a.strip()])
+
+    def locate(self, case, spec, prepared: Prepared, index) -> str:
+        """Where an element of the output is, in the words of the family (RoPE: "batch row 0,
+        position 4095 (token 0), head 1, dim 17 (pair 17)"); index as Graded.worst_index."""
+        return f"element {list(index)}"
 
     def repro_call(self) -> str:
         """The adapter call in a Python repro, using the names ``args`` built by ``prepare``."""

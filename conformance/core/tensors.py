@@ -148,6 +148,17 @@ def argmax_index(a: np.ndarray) -> list:
     return [int(i) for i in np.unravel_index(int(np.argmax(b)), b.shape)]
 
 
+def over_budget(*ratios: np.ndarray) -> tuple[int, int]:
+    """(elements over budget, elements) over the ratio arrays: a ratio above 1, or NaN, is over
+    (the mismatch count torch.testing.assert_close prints)."""
+    over = total = 0
+    for r in ratios:
+        r = np.asarray(r, dtype=np.float64)
+        over += int(np.count_nonzero(~(r <= 1.0)))
+        total += int(r.size)
+    return over, total
+
+
 def token_max(err: np.ndarray) -> np.ndarray:
     """Largest finite error per token [b, s] over the remaining axes (NaN where none is finite)."""
     flat = err.reshape(err.shape[0], err.shape[1], -1)

@@ -21,6 +21,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    over_budget,
     abs_error,
     argmax_index,
     check_tensor,
@@ -105,8 +106,14 @@ class LearnedLookup(Protocol):
             best = finite.max(initial=-1.0)
             graded.ratio[profile] = float(best) if best >= 0 else None
             graded.worst_index[profile] = argmax_index(r) if r.size else None
+            graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(budget), ratio_max(r))
         return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        b, s, d = index
+        position = int(prepared.inputs_f64["positions"][b, s])
+        return f"batch row {b}, position {position} (token {s}), feature {d}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
         from conformance.learned import diagnosis

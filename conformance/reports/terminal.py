@@ -1,10 +1,13 @@
-"""The terminal report: a transient progress bar on stderr while grading, then on stdout a table
-of cases, the black-box identities, the detected layout, the suite version and vectors digest,
-and one closing summary line.
+"""The terminal report: a transient progress bar on stderr while grading, then on stdout, summary
+first: the summary line, the causes of the failures grouped by diagnosis code (numbers as ranges),
+each skip reason and the acceptable results once with their counts, the black-box identities, then
+the failing cases with the place they fail and the command that repeats them, and the summary line
+again. ``-v`` lists every case, ``-q`` prints the summary line only.
 
-Works the same when stdout is not a terminal (CI logs): rich then writes no colour codes and no
-cursor movement, the progress bar is not drawn at all (it is transient), and the table is laid
-out for a wide log (160 columns unless COLUMNS says otherwise) so case ids are not wrapped.
+There are no tables: every line is wrapped to the console's width with a hanging indent (shell
+commands with a trailing backslash), so nothing is dropped at 80 columns. When stdout is not a
+terminal (CI logs) rich writes no colour codes, the progress bar is not drawn, and lines wrap at
+100 columns unless COLUMNS says otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import sys
 
 from conformance.reports._common import case_reason, codes, fmt_float, summary_line
+from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
     "pass": "green",
@@ -22,7 +26,10 @@ VERDICT_STYLES = {
     "skip": "yellow",
 }
 OVERALL_STYLES = {"pass": "bold green", "fail": "bold red", "skip": "bold yellow"}
-MAX_DETAIL_LINES = 20  # kinds of failure explained below the table; the rest: --json
+PIPE_WIDTH = 100
+MAX_FAILURES = 50  # failing cases detailed by default; -v shows every case, --json all of them
+MAX_MESSAGES = 4  # distinct messages shown per cause
+MAX_IDS = 6  # case ids listed per cause
 
 
 def default_console(stderr: bool = False):
@@ -38,7 +45,7 @@ def default_console(stderr: bool = False):
 
     console = _Console(stderr=stderr, highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = _Console(stderr=stderr, highlight=False, width=160)
+        console = _Console(stderr=stderr, highlight=False, width=PIPE_WIDTH)
     return console
 
 
@@ -50,8 +57,9 @@ class TerminalReporter:
     Also usable as a context manager, which stops the progress bar if grading is interrupted.
     """
 
-    def __init__(self, console=None, *, progress_console=None):
+    def __init__(self, console=None, *, progress_console=None, verbosity: int = 0):
         self.console = console if console is not None else default_console()
+        self.verbosity = verbosity
         self._progress_console = progress_console
         self._progress = None
         self._task = None
@@ -112,88 +120,169 @@ class TerminalReporter:
     # -- final report -------------------------------------------------------------------------
 
     def finish(self, report) -> None:
-        from rich.table import Table
         from rich.text import Text
 
         self.close()
-        con = self.console
-        summary = report.summary()
-
-        # Headings are printed as lines of their own: a table title would be padded with
-        # spaces to the table's width, which litters CI logs.
-        con.print(Text(f"{report.protocol}: {report.target} (profile {report.profile})",
-                       style="bold"))
-        table = Table(header_style="bold")
-        table.add_column("case", no_wrap=True)
-        table.add_column("dtype", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("ratio", justify="right", no_wrap=True)
-        table.add_column("max abs err", justify="right", no_wrap=True)
-        table.add_column("diagnoses")
-        for c in report.cases:
-            ratio = Text(fmt_float(c.budget_ratio))
-            if c.budget_ratio is not None and not float(c.budget_ratio) <= 1.0:
-                ratio.stylize("red")
-            diag = Text(", ".join(codes(c.diagnoses)))
-            if c.notes:
-                diag.append((" " if diag else "") + "; ".join(str(n) for n in c.notes), style="dim")
-            table.add_row(Text(c.id), Text(c.dtype),
-                          Text(c.verdict, style=VERDICT_STYLES.get(c.verdict, "")),
-                          ratio, Text(fmt_float(c.max_abs_error)), diag)
-        if report.cases:
-            con.print(table)
-        else:
-            con.print(Text("no cases were graded", style="yellow"))
-
-        if report.identities:
-            con.print(Text("black-box identities", style="bold"))
-            ids = Table(header_style="bold")
-            ids.add_column("identity", no_wrap=True)
-            ids.add_column("dtype", no_wrap=True)
-            ids.add_column("verdict", no_wrap=True)
-            ids.add_column("residual", justify="right", no_wrap=True)
-            ids.add_column("bound", justify="right", no_wrap=True)
-            ids.add_column("message")
-            for i in report.identities:
-                ids.add_row(Text(i.id), Text(i.dtype),
-                            Text(i.verdict, style=VERDICT_STYLES.get(i.verdict, "")),
-                            Text(fmt_float(i.residual)), Text(fmt_float(i.bound)),
-                            Text(i.message or ", ".join(codes(i.diagnoses))))
-            con.print(ids)
-
-        bad = [c for c in report.cases if c.verdict in ("fail", "error")]
-        if bad:
-            con.print(Text("failing cases by diagnosis", style="bold"))
-        groups = _group_failures(bad)
-        for (verdict, reason), members in groups[:MAX_DETAIL_LINES]:
-            line = Text("  ")
-            line.append(verdict.upper(), style=VERDICT_STYLES[verdict])
-            line.append(f" {reason}: ")
-            n = len(members)
-            line.append(f"{n} case{'s' if n != 1 else ''}", style="bold")
-            con.print(line)
-            shown = ", ".join(f"{c.id} [{c.dtype}]" for c in members[:3])
-            more = f", +{n - 3} more" if n > 3 else ""
-            # examples on a line of their own, cut rather than wrapped in narrow terminals
-            con.print(Text(f"      {shown}{more}", style="dim"), no_wrap=True, overflow="ellipsis")
-        if len(groups) > MAX_DETAIL_LINES:
-            con.print(Text(f"  ... and {len(groups) - MAX_DETAIL_LINES} more kinds of failure "
-                           "(see --json)"))
-
-        if report.probe:
-            con.print(Text(f"probe: {report.probe.get('summary') or '-'}"))
-        for note in report.notes:
-            con.print(Text(f"note: {note}"))
-        con.print(Text(f"suite {report.suite_version}, vectors {report.vectors_digest}"))
-        con.print(Text(summary_line(report), style=OVERALL_STYLES.get(summary["overall"], "")))
+        lines = report_lines(report, verbosity=self.verbosity, width=self.console.width)
+        for text, style in lines:
+            # Lines are wrapped here (report_lines); rich must neither wrap nor cut them again.
+            self.console.print(Text(text, style=style), no_wrap=True, overflow="ignore", crop=False)
 
 
-def _group_failures(cases) -> list:
-    """[((verdict, reason), [cases...]), ...], most common first, first-seen order on ties."""
-    groups: dict = {}
-    for c in cases:
-        groups.setdefault((c.verdict, case_reason(c)), []).append(c)
-    return sorted(groups.items(), key=lambda kv: -len(kv[1]))
+# --------------------------------------------------------------------------------------------
+# The lines of the final report (plain text and a style each), wrapped to the width
+
+
+def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
+    """[(text, style)]: the summary line; then (verbosity >= 0) the target, the causes of the
+    failures grouped by code, skip reasons and acceptable results once each with their counts,
+    failing identities, the probe and notes; then the failing cases (every case with -v), each
+    with its mismatch count, worst element, first failing position and repro; then the summary
+    line again. verbosity -1 (-q) prints the summary line only."""
+    from conformance.core import registry
+
+    summary = report.summary()
+    closing = (summary_line(report), OVERALL_STYLES.get(summary["overall"], ""))
+    if verbosity < 0:
+        return [closing]
+    out = _Lines(max(int(width or 80), 40))
+    out.add(*closing, wrap=False)  # the verdict line stays one line, for grep and CI logs
+    out.add(f"target {report.target}, profile {report.profile}" +
+            (f"; {report.probe.get('summary')}" if report.probe and report.probe.get("summary") else ""),
+            indent=2)
+    if report.probe and report.probe.get("reason"):
+        out.add(f"why: {report.probe['reason']}", indent=4)
+    for note in report.notes:
+        out.add(f"note: {note}", indent=2)
+
+    causes = failure_causes(report.cases, registry.codes())
+    if causes:
+        bad = sum(len(c.cases) for c in causes)
+        out.blank()
+        out.add(f"Causes ({bad} failing case{'s' if bad != 1 else ''}, by diagnosis code):", style="bold")
+        for cause in causes:
+            _cause(out, cause)
+    acceptable = [c for c in report.cases if c.verdict == "acceptable"]
+    skipped = [c for c in report.cases if c.verdict == "skip"]
+    if acceptable or skipped:
+        out.blank()
+    if acceptable:
+        out.add(f"{len(acceptable)} acceptable (passed the standard profile; expected, not a bug):",
+                style=VERDICT_STYLES["acceptable"])
+        for text, n in merge([str(c.notes[-1]) for c in acceptable if c.notes]):
+            out.add(f"{n} x {text}", indent=2)
+    if skipped:
+        out.add(f"{len(skipped)} skipped:", style=VERDICT_STYLES["skip"])
+        for text, n in skip_reasons(skipped):
+            out.add(f"{n} x {text}", indent=2)
+    if not report.cases:
+        out.add("no cases were graded", style="yellow")
+
+    bad_ids = [i for i in report.identities if i.verdict in ("fail", "error")]
+    shown_ids = report.identities if verbosity > 0 else bad_ids
+    if report.identities:
+        out.blank()
+        passed = sum(i.verdict == "pass" for i in report.identities)
+        out.add(f"black-box identities: {passed} of {len(report.identities)} passed", style="bold")
+        for i in shown_ids:
+            measured = f" (residual {fmt_float(i.residual)}, bound {fmt_float(i.bound)})" \
+                if i.residual is not None or i.bound is not None else ""
+            out.add(f"{i.verdict.upper()} {i.id} [{i.dtype}]{measured}: "
+                    f"{i.message or ', '.join(codes(i.diagnoses))}", indent=2,
+                    style=VERDICT_STYLES.get(i.verdict, ""))
+
+    listed = report.cases if verbosity > 0 else [c for c in report.cases if c.verdict in ("fail", "error")]
+    if listed:
+        out.blank()
+        out.add("Cases:" if verbosity > 0 else "Failures:", style="bold")
+        for c in listed[: None if verbosity > 0 else MAX_FAILURES]:
+            _case(out, c, detail=c.verdict in ("fail", "error"))
+        if len(listed) > MAX_FAILURES and verbosity <= 0:
+            out.add(f"... and {len(listed) - MAX_FAILURES} more failing cases (-v lists every case; "
+                    "--json has them all)", indent=2)
+    out.blank()
+    out.add(f"suite {report.suite_version}, vectors {report.vectors_digest}", style="dim")
+    out.add(*closing, wrap=False)
+    return out.lines
+
+
+def _cause(out, cause) -> None:
+    n = len(cause.cases)
+    head = f"{cause.verdict.upper()} {', '.join(cause.codes)}: {n} case{'s' if n != 1 else ''}"
+    head += f" ({', '.join(cause.dtypes)})"
+    if cause.ratio_range():
+        head += f", error/budget {cause.ratio_range()}"
+    out.add(head, indent=2, style=VERDICT_STYLES.get(cause.verdict, ""))
+    if cause.meaning:
+        out.add(f"what it means: {cause.meaning}", indent=6)
+    for text, count in cause.lines[:MAX_MESSAGES]:
+        out.add(f"{text}" + (f" ({count} cases)" if len(cause.lines) > 1 else ""), indent=6)
+    if len(cause.lines) > MAX_MESSAGES:
+        out.add(f"... and {len(cause.lines) - MAX_MESSAGES} other messages", indent=6)
+    ids = [f"{c.id} [{c.dtype}]" for c in cause.cases]
+    more = f", and {len(ids) - MAX_IDS} more" if len(ids) > MAX_IDS else ""
+    out.add("cases: " + ", ".join(ids[:MAX_IDS]) + more, indent=6, style="dim")
+
+
+def _case(out, c, *, detail: bool) -> None:
+    ratio = "" if c.budget_ratio is None else f"  error/budget {fmt_float(c.budget_ratio)}"
+    out.add(f"{c.verdict.upper()} {c.id} [{c.dtype}]{ratio}", indent=2,
+            style=VERDICT_STYLES.get(c.verdict, ""))
+    if not detail:
+        return
+    out.add(f"cause: {case_reason(c)}", indent=6)
+    where = []
+    if c.mismatch:
+        m = c.mismatch
+        share = f" ({100.0 * m['count'] / m['total']:.1f}%)" if m["total"] else ""
+        where.append(f"mismatched: {m['count']} of {m['total']} {m['unit']}{share}")
+    if c.worst_location:
+        err = f" (|error| {fmt_float(c.max_abs_error)})" if c.max_abs_error is not None else ""
+        where.append(f"worst: {c.worst_location}{err}")
+    if c.first_failing_position is not None:
+        where.append(f"first failing position: {c.first_failing_position}")
+    for text in where:
+        out.add(text, indent=6)
+    if c.repro.startswith("posref "):
+        out.command(c.repro, indent=6)
+    elif c.repro:  # Python, for an adapter given as a callable
+        for line in c.repro.splitlines():
+            out.add(line, indent=6, style="dim", wrap=False)
+
+
+class _Lines:
+    """Lines wrapped to a width, with a hanging indent; shell commands wrapped with a trailing
+    backslash so they still paste as one command."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self.lines: list = []
+
+    def add(self, text: str, style: str = "", indent: int = 0, wrap: bool = True) -> None:
+        import textwrap
+
+        pad = " " * indent
+        if not wrap:
+            self.lines.append((pad + str(text), style))
+            return
+        # Long words (a digest, a path) stay whole on a line of their own: they must copy whole.
+        wrapped = textwrap.wrap(str(text), width=self.width, initial_indent=pad, subsequent_indent=pad + "  ",
+                                break_on_hyphens=False, break_long_words=False) or [pad]
+        self.lines.extend((line, style) for line in wrapped)
+
+    def command(self, text: str, indent: int = 0) -> None:
+        pad = " " * indent
+        words, line = str(text).split(" "), pad + "$"
+        for word in words:
+            if len(line) + 1 + len(word) + 2 > self.width and line.strip() != "$":
+                self.lines.append((line + " \\", "dim"))
+                line = pad + "   "
+            line += " " + word
+        self.lines.append((line, "dim"))
+
+    def blank(self) -> None:
+        if self.lines and self.lines[-1][0]:
+            self.lines.append(("", ""))
 
 
 __all__ = ["TerminalReporter"]

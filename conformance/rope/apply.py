@@ -14,6 +14,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    over_budget,
     abs_error,
     argmax_index,
     check_tensor,
@@ -106,6 +107,10 @@ class RopeApply(Protocol):
             e1, e2 = err[lead + (first[i],)], err[lead + (second[i],)]
             idx[-1] = int(second[i] if (np.isnan(e2) or e2 > e1) else first[i])
         graded.worst_index[profile] = idx
+        pairs, n_pairs = over_budget(pair_ratio)
+        tail, n_tail = over_budget(tail_ratio)
+        graded.mismatch[profile] = (pairs + tail, n_pairs + n_tail,
+                                    "pairs" if not n_tail else "pairs and pass-through values")
 
         # Curve and the neighbour check are per token [b, s].
         e_tok = token_max(err)
@@ -121,6 +126,16 @@ class RopeApply(Protocol):
         if blind.any():
             graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
 
+
+    def locate(self, case, spec, prepared, index) -> str:
+        b, s, h, d = index
+        position = int(prepared.inputs_f64["positions"][b, s])
+        where = f"batch row {b}, position {position} (token {s}), head {h}, dim {d}"
+        if d >= spec.rotary_dim:
+            return where + " (past rotary_dim: passed through)"
+        first, second = reference.pair_indices(spec.rotary_dim, spec.layout)
+        pair = int(np.flatnonzero((first == d) | (second == d))[0])
+        return where + f" (pair {pair}: dims {int(first[pair])} and {int(second[pair])})"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
         from conformance.rope import diagnosis

@@ -13,6 +13,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    over_budget,
     abs_error,
     argmax_index,
     check_tensor,
@@ -82,12 +83,18 @@ class RopeCache(Protocol):
             ratio = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(ratio)
             graded.worst_index[profile] = argmax_index(ratio)
+            graded.mismatch[profile] = over_budget(ratio) + ("pairs (cos and sin)",)
             graded.curve[profile] = per_position_curve(pos, e_tok, budget.max(axis=-1), ratio_max(ratio))
             blind = (step / budget).max(axis=-1) <= 1.0
             if blind.any():
                 graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
         return graded
 
+
+    def locate(self, case, spec, prepared, index) -> str:
+        b, s, i = index
+        position = int(prepared.inputs_f64["positions"][b, s])
+        return f"batch row {b}, position {position} (token {s}), pair {i}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
         from conformance.rope import diagnosis

@@ -620,7 +620,8 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
         dep = frequency_departure(eff, theta, phase_noise=max(16.0 * unit_roundoff(dtype), 2.0**-20))
         if dep is not None:
             i, q = dep
-            message += f"; effective frequency departs from the reference at pair {i} (x{q:.4g})"
+            message += (f"; measured from the output, pair {i} is the first that turns by another angle "
+                        f"per position than the reference: {q:.4g} times the reference theta")
     return [Diagnosis(mut.code, message)]
 
 

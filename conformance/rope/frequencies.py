@@ -14,6 +14,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    over_budget,
     abs_error,
     argmax_index,
     as_number,
@@ -79,8 +80,14 @@ class RopeFrequencies(Protocol):
             ratio = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(ratio)
             graded.worst_index[profile] = argmax_index(ratio)
+            graded.mismatch[profile] = over_budget(ratio) + ("values",)
             graded.curve[profile] = []
         return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        (i,) = index
+        half = spec.rotary_dim // 2
+        return f"inv_freq[{i}] (pair {i})" if i < half else "attention_factor"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
         from conformance.rope import diagnosis

@@ -15,6 +15,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    over_budget,
     abs_error,
     argmax_index,
     check_tensor,
@@ -70,9 +71,16 @@ class SinusoidalTable(Protocol):
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = argmax_index(r)
+            graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(where[None], token_max(err[None]),
                                                        budget.max(axis=-1)[None], ratio_max(r[None]))
         return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        n, col = index
+        position = prepared.inputs_f64["positions"][n]
+        shown = tuple(int(v) for v in position) if np.ndim(position) else int(position)
+        return f"row {n} (position {shown}), column {col}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
         from conformance.sinusoidal import diagnosis

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conformance.cli import main
-from support import style_target
+from support import ROOT, style_target
 
 SUBSET = "rope.apply/llama2-d128/prefill-8,rope.apply/llama2-d128/decode-4095"
 
@@ -17,12 +17,12 @@ def conform(*argv):
 
 
 def test_exit_0_when_everything_passes(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "220")  # a wide table: case ids on one line
-    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET)
+    monkeypatch.setenv("COLUMNS", "220")  # case ids on one line
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET, "-v")
     out = capsys.readouterr().out
     assert code == 0
-    assert "rope.apply/llama2-d128/decode-4095" in out
-    assert "probe: detected layout: half" in out
+    assert "PASS rope.apply/llama2-d128/decode-4095 [bfloat16]" in out  # -v lists every case
+    assert "; detected layout: half" in out
 
 
 def test_exit_1_when_a_case_fails(capsys):
@@ -215,12 +215,13 @@ def test_bad_device_or_timeout_is_one_line_exit_2(capsys, option, value, says):
 
 def test_json_to_stdout_is_only_json(capsys, monkeypatch):
     # Issue 9: `--json -` mixed the table into stdout.
-    monkeypatch.setenv("COLUMNS", "220")  # a wide table: case ids on one line
-    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET, "--json", "-")
+    monkeypatch.setenv("COLUMNS", "220")  # case ids on one line
+    code = conform(style_target("hf_rotate_half"), "--protocol", "rope.apply", "--cases", SUBSET, "--json", "-",
+                   "-v")
     captured = capsys.readouterr()
     assert code == 0
     assert json.loads(captured.out)["summary"]["overall"] == "pass"
-    assert "rope.apply/llama2-d128/decode-4095" in captured.err  # the table, on stderr
+    assert "rope.apply/llama2-d128/decode-4095" in captured.err  # the case list, on stderr
 
 
 @pytest.mark.parametrize("how", ["os._exit(0)", "sys.exit(0)", "os.kill(os.getpid(), 9)"])
@@ -289,3 +290,31 @@ def test_help_shows_every_adapter_signature_an_example_and_the_exit_codes(capsys
     assert "example:" in out and "posref conform examples/" in out
     for code in ("0  ", "1  ", "2  ", "3  "):
         assert f"\n  {code}" in out
+
+
+def test_a_passing_run_of_the_bundled_example_is_short_and_summary_first(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert conform(str(ROOT / "examples/rope/hf_rotate_half.py:apply"), "--protocol", "rope.apply") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 30
+    assert lines[0].startswith("posref 0.2.0 rope.apply: ") and lines[-1] == lines[0]
+    assert sum("does not support the interleaved layout" in l for l in lines) == 1  # the skip reason once
+    assert max(len(l) for l in lines[1:-1]) <= 80
+
+
+def test_quiet_prints_one_line(capsys):
+    assert conform(str(ROOT / "examples/rope/hf_rotate_half.py:apply"), "--protocol", "rope.apply", "-q") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("posref 0.2.0 rope.apply: ")
+
+
+def test_a_wrong_base_is_one_group_at_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code = conform(str(ROOT / "examples/rope/buggy/wrong_base.py:apply"), "--protocol", "rope.apply", "--seed", "1")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    groups = [l for l in lines if l.startswith("  FAIL ") and "case" in l and ":" in l.split()[1]]
+    assert len(groups) == 1 and groups[0].startswith("  FAIL wrong-base: ")
+    assert max(len(l) for l in lines[1:-1]) <= 80
+    for label in ("mismatched: ", "worst: batch row ", "first failing position: ", "$ posref conform "):
+        assert any(l.strip().startswith(label) for l in lines), label

@@ -90,7 +90,7 @@ def test_repro_is_a_command_line_for_a_target():
     line = repro_snippet("rope.apply/llama2-d128/decode-4095", "bfloat16", opts, "pkg.mod:fn")
     assert line == (
         "posref conform pkg.mod:fn --protocol rope.apply --cases rope.apply/llama2-d128/decode-4095 "
-        "--dtype bfloat16 --profile standard --layout half"
+        "--dtype bfloat16 --layout half"
     )
 
 
@@ -159,7 +159,7 @@ def test_cache_protocol():
 def test_frequencies_protocol():
     import torch
 
-    report = run_conformance(style("hf_frequencies"), "rope.frequencies", identities=False)
+    report = run_conformance(style("hf_frequencies"), "rope.frequencies", identities=False, fresh=False)
     assert report.summary()["overall"] == "pass"
     assert report.cases and all(c.verdict == "acceptable" for c in report.cases)  # float32 inv_freq: not strict
 

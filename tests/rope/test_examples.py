@@ -177,7 +177,7 @@ def test_messages_name_the_fault():
     assert "1.208" in message("attention_factor.py", LLAMA3, pos)
     assert "divided by 2" in message("scaling_mismatch.py", LLAMA3, pos)
     # The effective frequency recovered from the output is reported where it departs.
-    assert "departs from the reference at pair 1" in message("wrong_base.py", LLAMA3, pos)
+    assert "pair 1 is the first that turns by another angle per position" in message("wrong_base.py", LLAMA3, pos)
 
 
 def test_buggy_examples_agree_with_the_reference_where_the_bug_does_not_apply():

@@ -1,0 +1,109 @@
+"""Failing cases grouped by cause: one bug, one group.
+
+A wrong base fails many cases whose messages differ only in their numbers ("base 10000 used instead
+of 500000", "... instead of 1000000"). Cases are grouped by their diagnosis codes; within a group
+the messages that differ only in numbers become one line with each number shown as a range
+("instead of 500000 to 1000000"). Skipped cases are grouped the same way by their reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from conformance.reports._common import codes, fmt_float, messages
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+@dataclass
+class Cause:
+    """Cases failing for one reason: their codes (key), what the codes mean, the message lines
+    with numbers as ranges (each with how many cases it covers), and the cases, worst first."""
+
+    verdict: str
+    codes: tuple
+    meaning: str
+    lines: list = field(default_factory=list)  # [(text, count)]
+    cases: list = field(default_factory=list)
+
+    @property
+    def dtypes(self) -> list:
+        return sorted({c.dtype for c in self.cases})
+
+    def ratio_range(self) -> str:
+        """"1.3 to 5.2e+05" (or one number), over the cases that have a ratio."""
+        values = [c.budget_ratio for c in self.cases if c.budget_ratio is not None]
+        return _range([float(v) for v in values]) if values else ""
+
+
+def _range(values: list) -> str:
+    lo, hi = min(values), max(values)
+    return fmt_float(lo) if fmt_float(lo) == fmt_float(hi) else f"{fmt_float(lo)} to {fmt_float(hi)}"
+
+
+def _span(texts: list) -> str:
+    """One number as written, or the range of several: "500000 to 1000000"."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    lo, hi = min(texts, key=float), max(texts, key=float)
+    return f"{lo} to {hi}"
+
+
+def template(message: str) -> tuple[str, list]:
+    """The message with every number replaced by {}, and the numbers as written."""
+    numbers = _NUMBER.findall(message)
+    return _NUMBER.sub("{}", message.replace("{", "(").replace("}", ")")), numbers
+
+
+def merge(messages_: list) -> list:
+    """[(line, count)]: messages equal up to their numbers become one line with ranges, most
+    frequent first."""
+    groups: dict = {}
+    for text in messages_:
+        key, numbers = template(text)
+        groups.setdefault((key, len(numbers)), []).append((text, numbers))
+    merged = []
+    for (key, n), rows in groups.items():
+        if len({text for text, _ in rows}) == 1:
+            merged.append((rows[0][0], len(rows)))
+            continue
+        columns = [[numbers[k] for _, numbers in rows] for k in range(n)]
+        merged.append((key.format(*(_span(col) for col in columns)), len(rows)))
+    return sorted(merged, key=lambda item: -item[1])
+
+
+def _reason(case) -> str:
+    msgs = messages(case.diagnoses)
+    if msgs:
+        return "; ".join(msgs)
+    if case.notes:
+        return str(case.notes[0])
+    return "over its error budget" if case.verdict == "fail" else case.verdict
+
+
+def failure_causes(cases, meanings: dict) -> list:
+    """[Cause] of the failing and erroring cases, the largest group first; cases within a group
+    worst (largest error / budget) first."""
+    groups: dict = {}
+    for c in cases:
+        if c.verdict not in ("fail", "error"):
+            continue
+        key = (c.verdict, tuple(codes(c.diagnoses)) or ("over-budget",))
+        groups.setdefault(key, []).append(c)
+    out = []
+    for (verdict, key), members in groups.items():
+        members.sort(key=lambda c: -(c.budget_ratio if c.budget_ratio is not None else float("inf")))
+        meaning = "; ".join(meanings.get(k, "") for k in key if meanings.get(k)) or (
+            "the output is over its error budget, and no known mistake explains it"
+            if key == ("over-budget",) else "")
+        out.append(Cause(verdict, key, meaning, merge([_reason(c) for c in members]), members))
+    return sorted(out, key=lambda g: (-len(g.cases), g.codes))
+
+
+def skip_reasons(cases) -> list:
+    """[(reason with ranges, count)] of the skipped cases, the most frequent first."""
+    return merge([_reason(c) for c in cases if c.verdict == "skip"])
+
+
+__all__ = ["Cause", "failure_causes", "merge", "skip_reasons", "template"]
