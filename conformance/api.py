@@ -34,6 +34,7 @@ def run_conformance(
     seed: Optional[int] = None,
     max_time: Optional[float] = DEFAULT_MAX_TIME,
     keep_going: bool = False,
+    expected_failures=None,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -43,7 +44,8 @@ def run_conformance(
     grade these GoldenCase records instead of the committed vectors. fresh: also grade cases
     drawn at run time from ``seed`` (a new seed when None; Report.seed says which). max_time:
     the whole run's deadline in seconds; keep_going: call the adapter even after two timeouts in
-    a row (conformance.guard).
+    a row (conformance.guard). expected_failures: a baseline file of known failing cases
+    (conformance.baseline): they count as xfail, not as failures.
     """
     from conformance.loader import load_target
 
@@ -69,6 +71,7 @@ def run_conformance(
         seed=seed,
         max_time=max_time,
         keep_going=keep_going,
+        expected_failures=None if expected_failures is None else str(expected_failures),
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

@@ -125,11 +125,14 @@ def _outcome_from_exception(exc: BaseException) -> Outcome:
 
 def _call_catching(fn: Callable, args: tuple) -> Outcome:
     """Call fn(*args); every exception except KeyboardInterrupt becomes an Outcome."""
+    limit = sys.getrecursionlimit()
     try:
         value = fn(*args)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a verdict too
+        # An adapter that lowered the recursion limit must not make formatting its error fail.
+        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))
         return _outcome_from_exception(exc)
     return Outcome("ok", value)
 

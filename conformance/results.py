@@ -50,6 +50,7 @@ class CaseResult:
     worst_location: str = ""
     mismatch: Optional[dict] = None
     first_failing_position: Optional[int] = None
+    expected_failure: bool = False  # failing, and listed in the --expected-failures baseline
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries
@@ -87,15 +88,21 @@ class Report:
     identities: list = field(default_factory=list)  # list[IdentityResult]
     notes: list = field(default_factory=list)  # list[str]: about the run itself (threads left running)
     seed: Optional[int] = None  # of the fresh cases drawn at run time (None: none were drawn)
+    baseline: Optional[dict] = None  # what --expected-failures found (conformance.baseline.apply)
 
     def summary(self) -> dict:
+        """Counts per verdict; a failure the baseline expects counts as ``xfail``, not as fail or
+        error, and ``fixed`` counts baseline cases that pass now."""
         counts = {v: 0 for v in VERDICTS}
+        counts["xfail"] = 0
         for c in self.cases:
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+            key = "xfail" if c.expected_failure and c.verdict in ("fail", "error") else c.verdict
+            counts[key] = counts.get(key, 0) + 1
+        counts["fixed"] = len((self.baseline or {}).get("fixed", []))
         id_fail = sum(1 for i in self.identities if i.verdict in ("fail", "error"))
         counts["identity_failures"] = id_fail
         bad = counts["fail"] + counts["error"] + id_fail
-        graded = sum(counts[v] for v in ("pass", "acceptable", "fail", "error"))
+        graded = sum(counts[v] for v in ("pass", "acceptable", "fail", "error", "xfail"))
         counts["overall"] = "fail" if bad else ("pass" if graded else "skip")
         return counts
 
@@ -114,4 +121,5 @@ class Report:
             "identities": [i.to_json() for i in self.identities],
             "notes": list(self.notes),
             "seed": self.seed,
+            "baseline": self.baseline,
         }

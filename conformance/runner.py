@@ -75,6 +75,7 @@ class Options:
     keep_going: bool = False  # call the adapter even after two consecutive timeouts
     fresh: bool = True  # also grade cases drawn at run time (reference.golden.fresh)
     seed: Optional[int] = None  # their seed (None: drawn; a fresh-<seed> in --cases gives it)
+    expected_failures: Optional[str] = None  # a baseline file of known failures (conformance.baseline)
 
 
 def check_options(opts: Options) -> Options:
@@ -365,6 +366,11 @@ def run(
 
     opts = check_options(dataclasses.replace(opts))
     proto = registry.get(opts.protocol)
+    baseline = None
+    if opts.expected_failures is not None:
+        from conformance import baseline as baselines
+
+        baseline = baselines.load(opts.expected_failures)  # a bad file: UsageError before grading
     if target is None and fn is not None:
         from conformance.loader import target_of
 
@@ -440,6 +446,8 @@ def run(
         invoker.close()
     if invoker.note():
         report.notes.append(invoker.note())
+    if baseline is not None:
+        baselines.apply(report, baseline)
     if progress is not None:
         progress.finish(report)
     return report

@@ -80,6 +80,12 @@ def add_parser(subparsers) -> None:
                    help="seed of the fresh cases drawn at run time (default: a new one, printed)")
     p.add_argument("--no-fresh", dest="fresh", action="store_false",
                    help="grade only the committed vectors, no fresh cases")
+    p.add_argument("--expected-failures", metavar="FILE",
+                   help="a baseline of known failing cases ('<case id> [<dtype>]' per line, globs allowed): "
+                        "they are reported as xfail and do not fail the run; a new failure does, and "
+                        "listed cases that pass now are reported as fixed")
+    p.add_argument("--write-expected-failures", metavar="FILE",
+                   help="write this run's failing cases as such a baseline")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=0,
                       help="list every case and identity, not only the failing ones")
@@ -125,6 +131,7 @@ def run(args) -> int:
         vectors_dir=args.vectors_dir,
         fresh=args.fresh,
         seed=args.seed,
+        expected_failures=args.expected_failures,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
@@ -145,6 +152,11 @@ def run(args) -> int:
         raise
     try:
         write_reports(report, json=args.json, junit=args.junit, markdown=args.markdown, plot=args.plot)
+        if args.write_expected_failures:
+            from conformance.baseline import render
+            from conformance.reports._common import write_text_atomic
+
+            write_text_atomic(args.write_expected_failures, render(report))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write a report: {exc}") from None
     return exit_code(report)
@@ -159,7 +171,7 @@ def _check_report_paths(args) -> None:
     from conformance.errors import UsageError
     from conformance.reports._common import not_a_report_file
 
-    for flag in ("json", "junit", "markdown", "plot"):
+    for flag in ("json", "junit", "markdown", "plot", "write_expected_failures"):
         path = getattr(args, flag, None)
         if not path or (flag == "json" and path == "-"):
             continue
@@ -167,11 +179,11 @@ def _check_report_paths(args) -> None:
         setattr(args, flag, str(p))
         problem = not_a_report_file(p)
         if problem:
-            raise UsageError(f"--{flag}: {path} {problem}")
+            raise UsageError(f"--{flag.replace('_', '-')}: {path} {problem}")
         parent = p.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
         if parent.exists() and not parent.is_dir():
-            raise UsageError(f"--{flag}: cannot write {path}: {parent} is not a directory")
+            raise UsageError(f"--{flag.replace('_', '-')}: cannot write {path}: {parent} is not a directory")
         if flag == "plot" and p.suffix.lower() != ".png":
             raise UsageError(f"--plot: {path}: the plot is a PNG image; name the file *.png")

@@ -15,6 +15,8 @@ _COUNT_WORDS = (
     ("acceptable", "acceptable"),
     ("fail", "failed"),
     ("error", "error"),
+    ("xfail", "xfailed"),
+    ("fixed", "fixed"),
     ("skip", "skipped"),
 )
 
@@ -93,6 +95,22 @@ def case_reason(case) -> str:
     if case.budget_ratio is not None:
         return f"budget ratio {fmt_float(case.budget_ratio)}"
     return case.verdict
+
+
+def failure_details(case) -> list:
+    """Where a failing case fails, one line each: the mismatch count (as assert_close prints it),
+    the worst element in the family's words with its error, the first failing position."""
+    lines = []
+    if case.mismatch:
+        m = case.mismatch
+        share = f" ({100.0 * m['count'] / m['total']:.1f}%)" if m["total"] else ""
+        lines.append(f"mismatched: {m['count']} of {m['total']} {m['unit']}{share}")
+    if case.worst_location:
+        err = f" (|error| {fmt_float(case.max_abs_error)})" if case.max_abs_error is not None else ""
+        lines.append(f"worst: {case.worst_location}{err}")
+    if case.first_failing_position is not None:
+        lines.append(f"first failing position: {case.first_failing_position}")
+    return lines
 
 
 def citation(report, case) -> str:

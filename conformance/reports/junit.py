@@ -7,7 +7,7 @@
                   case x dtype; file and line locate the adapter (CI annotations point there)
           <failure message= type=<first diagnosis code>>  for fail
           <error ...>                                      for error
-          <skipped message=...>                            for skip
+          <skipped message=...>                            for skip (and an expected failure)
         <testcase classname="<protocol>.identities" name="<identity id>[<dtype>]">  black-box checks
 
 "acceptable" cases pass (their notes go to <system-out>).
@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from conformance.reports._common import case_reason, citation, codes, fmt_float, messages, \
-    summary_line, write_text_atomic
+from conformance.reports._common import case_reason, citation, codes, failure_details, fmt_float, \
+    messages, summary_line, write_text_atomic
 
 # Characters XML 1.0 cannot carry at all (not even escaped); exception messages may hold them.
 _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -35,10 +35,11 @@ def _sub(parent, tag, **attrs):
 
 def _case_details(report, case) -> str:
     lines = [citation(report, case)]
-    lines.append(f"max abs error {fmt_float(case.max_abs_error)}, budget ratio "
+    lines.append(f"max abs error {fmt_float(case.max_abs_error)}, error / budget "
                  f"{fmt_float(case.budget_ratio)}, worst index {case.worst_index}")
     for code, msg in zip(codes(case.diagnoses), messages(case.diagnoses)):
         lines.append(f"{code}: {msg}")
+    lines += failure_details(case)
     lines.extend(f"note: {n}" for n in case.notes)
     if case.repro:
         lines += ["", "reproduce:", case.repro]
@@ -82,7 +83,11 @@ def build(report) -> ET.Element:
         total_time += t
         tc = _sub(suite, "testcase", classname=report.protocol, name=f"{case.id}[{case.dtype}]",
                   time=f"{t:.6f}", **where)
-        if case.verdict == "fail":
+        if case.expected_failure:  # as pytest writes an xfail: skipped, with the reason
+            n_skip += 1
+            _sub(tc, "skipped", type="pytest.xfail",
+                 message=f"expected failure ({report.baseline['file']}): {case_reason(case)}")
+        elif case.verdict == "fail":
             n_fail += 1
             el = _sub(tc, "failure", message=case_reason(case),
                       type=_first_code(case.diagnoses, "budget-exceeded"))

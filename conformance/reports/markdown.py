@@ -47,7 +47,7 @@ def _environment(env) -> str:
 def render(report, *, max_rows: int = MAX_ROWS) -> str:
     summary = report.summary()
     overall = summary["overall"].upper()
-    bad_cases = [c for c in report.cases if c.verdict in ("fail", "error")]
+    bad_cases = [c for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
     bad_ids = [i for i in report.identities if i.verdict in ("fail", "error")]
     skipped = [c for c in report.cases if c.verdict == "skip"]
 
@@ -64,15 +64,22 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out.append(_row("Environment", _environment(report.environment)))
     out.append("")
 
-    out += ["| pass | acceptable | fail | error | skip | identity failures |",
-            "|---:|---:|---:|---:|---:|---:|"]
-    out.append(_row(*(summary[k] for k in ("pass", "acceptable", "fail", "error", "skip",
+    out += ["| pass | acceptable | fail | error | xfail | skip | identity failures |",
+            "|---:|---:|---:|---:|---:|---:|---:|"]
+    out.append(_row(*(summary[k] for k in ("pass", "acceptable", "fail", "error", "xfail", "skip",
                                            "identity_failures"))))
     out.append("")
+    if report.baseline:
+        base = report.baseline
+        out.append(f"Expected failures: {base['expected']} case(s) listed in {_code(base['file'])} failed "
+                   f"as expected; {len(base['fixed'])} listed case(s) pass now"
+                   + (f" ({', '.join(_code(f) for f in base['fixed'][:max_rows])})" if base["fixed"] else "")
+                   + ".")
+        out.append("")
 
     if bad_cases:
         out += [f"### Failing cases ({len(bad_cases)})", ""]
-        out += ["| case | dtype | verdict | budget ratio | max abs error | diagnoses |",
+        out += ["| case | dtype | verdict | error / budget | max abs error | diagnoses |",
                 "|---|---|---|---:|---:|---|"]
         for c in bad_cases[:max_rows]:
             diag = "; ".join(f"{code}: {msg}" for code, msg in zip(codes(c.diagnoses),

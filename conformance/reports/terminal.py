@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from conformance.reports._common import case_reason, codes, fmt_float, summary_line
+from conformance.reports._common import case_reason, codes, failure_details, fmt_float, summary_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -155,13 +155,15 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
     for note in report.notes:
         out.add(f"note: {note}", indent=2)
 
-    causes = failure_causes(report.cases, registry.codes())
+    unexpected = [c for c in report.cases if not c.expected_failure]
+    causes = failure_causes(unexpected, registry.codes())
     if causes:
         bad = sum(len(c.cases) for c in causes)
         out.blank()
         out.add(f"Causes ({bad} failing case{'s' if bad != 1 else ''}, by diagnosis code):", style="bold")
         for cause in causes:
             _cause(out, cause)
+    _baseline(out, report)
     acceptable = [c for c in report.cases if c.verdict == "acceptable"]
     skipped = [c for c in report.cases if c.verdict == "skip"]
     if acceptable or skipped:
@@ -191,7 +193,7 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
                     f"{i.message or ', '.join(codes(i.diagnoses))}", indent=2,
                     style=VERDICT_STYLES.get(i.verdict, ""))
 
-    listed = report.cases if verbosity > 0 else [c for c in report.cases if c.verdict in ("fail", "error")]
+    listed = report.cases if verbosity > 0 else [c for c in unexpected if c.verdict in ("fail", "error")]
     if listed:
         out.blank()
         out.add("Cases:" if verbosity > 0 else "Failures:", style="bold")
@@ -204,6 +206,22 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
     out.add(f"suite {report.suite_version}, vectors {report.vectors_digest}", style="dim")
     out.add(*closing, wrap=False)
     return out.lines
+
+
+def _baseline(out, report) -> None:
+    base = report.baseline
+    if not base:
+        return
+    out.blank()
+    out.add(f"expected failures ({base['file']}, {base['entries']} entries): {base['expected']} "
+            f"case{'s' if base['expected'] != 1 else ''} failed as expected (xfail)", style="bold")
+    if base["fixed"]:
+        out.add(f"{len(base['fixed'])} listed case(s) pass now, remove them from the file: "
+                + ", ".join(base["fixed"][:MAX_IDS]) + (", ..." if len(base["fixed"]) > MAX_IDS else ""),
+                indent=2, style=VERDICT_STYLES["pass"])
+    if base["stale"]:
+        out.add(f"{len(base['stale'])} entr{'y' if len(base['stale']) == 1 else 'ies'} matched no graded "
+                "case: " + ", ".join(base["stale"][:MAX_IDS]), indent=2, style="dim")
 
 
 def _cause(out, cause) -> None:
@@ -226,22 +244,13 @@ def _cause(out, cause) -> None:
 
 def _case(out, c, *, detail: bool) -> None:
     ratio = "" if c.budget_ratio is None else f"  error/budget {fmt_float(c.budget_ratio)}"
-    out.add(f"{c.verdict.upper()} {c.id} [{c.dtype}]{ratio}", indent=2,
+    label = "XFAIL" if c.expected_failure else c.verdict.upper()
+    out.add(f"{label} {c.id} [{c.dtype}]{ratio}", indent=2,
             style=VERDICT_STYLES.get(c.verdict, ""))
     if not detail:
         return
     out.add(f"cause: {case_reason(c)}", indent=6)
-    where = []
-    if c.mismatch:
-        m = c.mismatch
-        share = f" ({100.0 * m['count'] / m['total']:.1f}%)" if m["total"] else ""
-        where.append(f"mismatched: {m['count']} of {m['total']} {m['unit']}{share}")
-    if c.worst_location:
-        err = f" (|error| {fmt_float(c.max_abs_error)})" if c.max_abs_error is not None else ""
-        where.append(f"worst: {c.worst_location}{err}")
-    if c.first_failing_position is not None:
-        where.append(f"first failing position: {c.first_failing_position}")
-    for text in where:
+    for text in failure_details(c):
         out.add(text, indent=6)
     if c.repro.startswith("posref "):
         out.command(c.repro, indent=6)

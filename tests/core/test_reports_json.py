@@ -19,7 +19,7 @@ from conformance.results import CaseResult, Diagnosis
 from test_reports_common import DIGEST, sample_report
 
 TOP_LEVEL = ["suite_version", "vectors_digest", "protocol", "target", "environment", "profile",
-             "summary", "probe", "cases", "identities", "notes", "seed"]
+             "summary", "probe", "cases", "identities", "notes", "seed", "baseline"]
 CASE_KEYS = {"id", "dtype", "verdict", "max_abs_error", "budget_ratio", "worst_index",
              "diagnoses", "repro"}
 # The stable codes the shipped families emit (core and RoPE); the schema lists every registered one.
@@ -46,8 +46,8 @@ def test_written_document_has_the_design_fields(tmp_path):
     assert doc["suite_version"] == "0.1.0" and doc["vectors_digest"] == DIGEST
     for key in ("python", "torch", "numpy", "numba", "device", "dtypes"):
         assert key in doc["environment"]
-    assert doc["summary"] == {"pass": 2, "fail": 2, "error": 1, "skip": 1, "acceptable": 1,
-                              "identity_failures": 1, "overall": "fail"}
+    assert doc["summary"] == {"pass": 2, "fail": 2, "error": 1, "skip": 1, "acceptable": 1, "xfail": 0,
+                              "fixed": 0, "identity_failures": 1, "overall": "fail"}
     assert len(doc["cases"]) == 7 and len(doc["identities"]) == 3
     for case in doc["cases"]:
         assert CASE_KEYS <= set(case)
