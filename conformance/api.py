@@ -77,24 +77,35 @@ def run_conformance(
 
 
 def failure_summary(report: Report, limit: int = 20) -> str:
-    """A few lines: the summary counts, then each failing case and identity with its codes."""
-    s = report.summary()
-    head = (
-        f"posref {report.suite_version} {report.protocol} ({report.profile}): "
-        + ", ".join(f"{s[k]} {k}" for k in ("pass", "acceptable", "fail", "error", "skip"))
-        + f", {s['identity_failures']} identity failure(s); vectors {report.vectors_digest}"
-    )
+    """The cause first (the largest group of failures by diagnosis code, with its first message),
+    then each failing case with where it fails, the failing identities, the summary line."""
+    from conformance.core import registry
+    from conformance.reports._common import failure_details, fmt_float, summary_line
+    from conformance.reports.causes import failure_causes
+
+    bad = [c for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
+    ids = [i for i in report.identities if i.verdict in ("fail", "error")]
+    causes = failure_causes(bad, registry.codes())
+    if causes:
+        top = causes[0]
+        head = (f"{len(bad)} case(s) failed; {len(top.cases)} with {', '.join(top.codes)}: "
+                f"{top.lines[0][0] if top.lines else top.meaning}")
+    elif ids:
+        head = f"black-box identity {ids[0].id} [{ids[0].dtype}] {ids[0].verdict}: {ids[0].message}"
+    else:
+        head = summary_line(report, digest_chars=None)
     lines = [head]
-    bad = [c for c in report.cases if c.verdict in ("fail", "error")]
     for c in bad[:limit]:
         why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
-        ratio = "" if c.budget_ratio is None else f" ratio {c.budget_ratio:.3g}"
+        ratio = "" if c.budget_ratio is None else f", error/budget {fmt_float(c.budget_ratio)}"
         lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
+        lines += [f"      {text}" for text in failure_details(c)]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")
-    for i in report.identities:
-        if i.verdict in ("fail", "error"):
-            lines.append(f"  identity {i.id} [{i.dtype}] {i.verdict}: {i.message}")
+    lines += [f"  identity {i.id} [{i.dtype}] {i.verdict}: {i.message}" for i in ids]
+    if bad and bad[0].repro:
+        lines += ["repro of the first:", bad[0].repro]
+    lines.append(summary_line(report, digest_chars=None))
     return "\n".join(lines)
 
 
@@ -112,6 +123,7 @@ def assert_conforms(
     the Report when everything graded passed. A run that graded nothing (every case skipped)
     fails too: a check that checked nothing must not look like a pass.
     """
+    __tracebackhide__ = True
     report = run_conformance(fn, protocol, layout=layout, dtypes=dtypes, **options)
     overall = report.summary()["overall"]
     if overall == "fail":

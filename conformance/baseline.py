@@ -35,7 +35,9 @@ class Entry:
     line: int
 
     def matches(self, case) -> bool:
-        return (self.dtype is None or self.dtype == case.dtype) and fnmatch.fnmatchcase(case.id, self.pattern)
+        """case: anything with ``id`` and ``dtype`` (None: a dtype-free pytest item, any dtype)."""
+        dtype_ok = self.dtype is None or case.dtype is None or self.dtype == case.dtype
+        return dtype_ok and fnmatch.fnmatchcase(case.id, self.pattern)
 
     def __str__(self) -> str:
         return self.pattern + (f" [{self.dtype}]" if self.dtype else "")

@@ -25,8 +25,10 @@ def test_assert_conforms_raises_with_the_summary():
         assert_conforms(shifted_positions, protocol="rope.apply", dtypes=("float32",), cases=CASES,
                         identities=False)
     text = str(info.value)
+    assert text.splitlines()[0].startswith("2 case(s) failed; 2 with position-offset: ")  # the cause first
     assert "rope.apply/llama2-d128/prefill-8 [float32]" in text
-    assert "fail" in text and "ratio" in text
+    assert "error/budget" in text and "first failing position" in text
+    assert text.splitlines()[-1].startswith("posref 0.2.0 rope.apply: ")
 
 
 def test_run_conformance_accepts_a_target_string():

@@ -1,0 +1,116 @@
+"""One pytest item per golden case and dtype: ``conformance.cases()``.
+
+::
+
+    import pytest
+    import conformance
+    from mymodel import apply_rope
+
+    @pytest.mark.parametrize("case", conformance.cases("rope.apply", dtypes=("float32", "bfloat16")))
+    def test_rope(case):
+        case.check(apply_rope)
+
+Each item is named ``<case id>:<dtype>`` (``rope.apply/llama2-d128/decode-4095:bfloat16``), so
+``-k decode-4095``, ``--lf`` and xfail markers work per case. The first ``check`` of an adapter
+grades every case of the protocol once (the probe needs them all) and later items read the result,
+so a parametrized test costs one run. A failing item's message starts with the cause; then the
+error / budget, the mismatch count, the worst element, the first failing position, the repro and
+the suite version and vectors digest. A case the implementation does not support is skipped with
+the reason. With ``--posref-expected-failures FILE`` (conformance.pytest_plugin), the cases the
+baseline lists are marked xfail: a known failure is XFAIL, a listed case that passes is XPASS.
+
+Fresh cases (drawn at run time) are not items: their ids change with the seed. Grade them, and the
+black-box identities, with the ``posref_conform`` fixture or ``posref conform``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+_REPORTS: dict = {}  # (fn, protocol, options) -> Report, for the whole pytest session
+
+
+@dataclass(frozen=True)
+class Case:
+    """One golden case in one dtype (dtype None for a dtype-free protocol), as a pytest parameter."""
+
+    protocol: str
+    id: str
+    dtype: Optional[str]
+    options: tuple = ()  # sorted (name, value) pairs passed to run_conformance
+
+    def __str__(self) -> str:
+        return self.id if self.dtype is None else f"{self.id}:{self.dtype}"
+
+    def __repr__(self) -> str:  # pytest prints it in every failing item's traceback
+        return f"Case({str(self)!r})"
+
+    def check(self, fn):
+        """Grade ``fn`` on this case; AssertionError (cause first) when it fails, pytest.skip when
+        the implementation does not support it. Returns the CaseResult."""
+        __tracebackhide__ = True
+        import pytest
+
+        report = _report(fn, self.protocol, self.options)
+        result = next((c for c in report.cases
+                       if c.id == self.id and (self.dtype is None or c.dtype == self.dtype)), None)
+        if result is None:
+            pytest.fail(f"{self}: not graded (is the case selected by the options?)", pytrace=False)
+        if result.verdict == "skip":
+            pytest.skip(f"{self}: {result.notes[0] if result.notes else 'skipped'}")
+        if result.verdict in ("fail", "error"):
+            raise AssertionError(failure_message(report, result))
+        return result
+
+
+def failure_message(report, result) -> str:
+    """Cause first, then where it fails, the repro, and what it was graded against."""
+    from conformance.reports._common import case_reason, failure_details, fmt_float
+
+    lines = [f"{result.id} [{result.dtype}] {result.verdict}: {case_reason(result)}"]
+    if result.budget_ratio is not None:
+        lines.append(f"error/budget {fmt_float(result.budget_ratio)} (max |error| "
+                     f"{fmt_float(result.max_abs_error)}, profile {report.profile})")
+    lines += failure_details(result)
+    if result.repro:
+        lines += ["repro:", result.repro]
+    lines.append(f"posref {report.suite_version}, vectors {report.vectors_digest}")
+    return "\n".join(lines)
+
+
+def _report(fn, protocol: str, options: tuple):
+    __tracebackhide__ = True
+    key = (fn, protocol, options)
+    if key not in _REPORTS:
+        from conformance.api import run_conformance
+
+        _REPORTS[key] = run_conformance(fn, protocol, fresh=False, identities=False, **dict(options))
+    return _REPORTS[key]
+
+
+def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options) -> list:
+    """pytest parameters, one per golden case of ``protocol`` and dtype (one per case for a
+    dtype-free protocol), each a :class:`Case` with id ``<case id>:<dtype>``.
+
+    dtypes default to the runner's (float32, bfloat16); ``cases`` is a glob on case ids as in
+    ``--cases``; other options (layout, profile, device, vectors_dir, timeout, isolate) are passed
+    to run_conformance when the cases are graded.
+    """
+    import pytest
+
+    from conformance.core import registry
+    from conformance.runner import DEFAULT_DTYPES, select_cases
+
+    proto = registry.get(protocol)
+    chosen = tuple([dtypes] if isinstance(dtypes, str) else dtypes or DEFAULT_DTYPES)
+    settings = tuple(sorted(dict(options, dtypes=chosen, cases=cases).items()))
+    params = []
+    for golden in select_cases(protocol, cases, options.get("vectors_dir")):
+        for dtype in (None,) if proto.dtype_free else chosen:
+            case = Case(protocol, golden.id, dtype, settings)
+            params.append(pytest.param(case, id=str(case)))
+    return params
+
+
+__all__ = ["Case", "cases", "failure_message"]
