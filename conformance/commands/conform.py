@@ -1,6 +1,6 @@
 """``posref conform TARGET --protocol NAME ...``: grade an implementation on the golden vectors.
 
-Prints the progress bar and the table (conformance.reports.terminal), writes the requested
+Prints the progress bar and the terminal report (conformance.reports.terminal), writes the requested
 reports, and returns the exit code: 0 everything graded passed, 1 some case or identity failed
 or errored, 2 usage or target error (UsageError, one line), 3 golden vectors fail integrity.
 """
@@ -136,7 +136,7 @@ def run(args) -> int:
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     fn = None if args.isolate else load_target(args.target)
-    # A report written to stdout (--json -) keeps stdout to itself: the table goes to stderr.
+    # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
     from conformance.reports.terminal import default_console
 
     reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None,
