@@ -20,14 +20,13 @@ import numpy as np
 from . import phase
 from ._validate import (
     check_backend,
-    check_base,
     check_layout,
     check_mode,
     check_positions,
-    check_rotary_dim,
     check_x,
     resolve_rotary_dim,
 )
+from .theta import scaled_table
 
 
 def angles(positions, inv_freq):
@@ -43,22 +42,27 @@ def angles(positions, inv_freq):
     return m.astype(np.float64)[..., None] * freq.astype(np.float64)
 
 
-def cos_sin(positions, rotary_dim, base=10000.0, *, backend="cpu", mode="fast"):
+def cos_sin(positions, rotary_dim, base=10000.0, *, scaling=None, seq_len=None, backend="cpu", mode="fast"):
     """(cos, sin) of m * theta_i, each float64 [..., r/2] for positions of any shape [...].
 
     theta_i = base**(-2i/r); positions |m| <= 2**53; base in [1, 2**64].
-    mode "fast": within 1 ulp of the exact value (measured; 1.5 enforced by tests).
-    mode "golden": each value the float64 nearest to the exact cos/sin.
+    scaling, seq_len: a scaling in HF form (theta.frequencies, scaling/); the table is then the
+    scaled theta'_i, and cos and sin are multiplied by the attention factor f, as HF's rotary
+    embedding returns them (f cos, f sin).
+    mode "fast": within 1 ulp of the exact value (measured; 1.5 enforced by tests; 1.5 ulp more
+    when f != 1). mode "golden": each value the float64 nearest to the exact (f) cos/sin.
     """
-    r = check_rotary_dim(rotary_dim)
-    b = check_base(base)
     m = check_positions(positions)
     backend = check_backend(backend)
     mode = check_mode(mode)
-    return phase._cos_sin(m, phase.ladder(r, b), backend, mode)
+    table, factor = scaled_table(rotary_dim, base, scaling, seq_len)
+    if factor(64) == 1:
+        return phase._cos_sin(m, table, backend, mode)
+    return phase.scaled_cos_sin(m, table, factor, backend, mode)
 
 
-def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend="cpu", mode="fast"):
+def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", scaling=None, seq_len=None,
+          backend="cpu", mode="fast"):
     """RoPE of x at the given positions, float64 [batch, seq, heads, head_dim].
 
     x: [batch, seq, heads, head_dim] of any real dtype (converted to float64 first; NaN and Inf
@@ -67,13 +71,16 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", backend
     mode "fast": each output within (2 kappa + 2)(1 + 2**-50) ulps of its pair's norm
     sqrt(a**2 + b**2), proven given cos/sin within kappa ulps (4 pair-ulps for kappa = 1; the
     largest error found by sampling is 2.2, ACCURACY.md). mode "golden": each output the float64
-    nearest to the exact a c - b s (a s + b c).
+    nearest to the exact a c - b s (a s + b c). scaling, seq_len: as in cos_sin; the rotated
+    pairs are then multiplied by the attention factor (the pass-through tail is not).
     """
     out = check_x(x)
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
-    b = check_base(base)
     layout = check_layout(layout)
     m = check_positions(positions, out.shape[:2])
     backend = check_backend(backend)
     mode = check_mode(mode)
-    return phase._rotate(out, m, phase.ladder(r, b), r, layout, backend, mode)
+    table, factor = scaled_table(r, base, scaling, seq_len)
+    if factor(64) == 1:
+        return phase._rotate(out, m, table, r, layout, backend, mode)
+    return phase.scaled_rotate(out, m, table, factor, r, layout, backend, mode)

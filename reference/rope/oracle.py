@@ -29,19 +29,31 @@ def _theta(i, rotary_dim, base):
     return mpmath.mpf(float(base)) ** (-(2 * mpmath.mpf(i)) / rotary_dim)
 
 
-def cos_sin_exact(positions, rotary_dim, base=10000.0, prec=PREC_BITS):
-    """Exact-to-prec (cos, sin) of m theta_i as nested lists of mpf, [n][r/2] for positions [n]."""
+def _thetas(rotary_dim, base, scaling, seq_len):
+    """(theta'_i, attention factor) in mpf: the plain ladder, or scaling_oracle's formulas."""
+    if scaling is None:
+        return [_theta(i, rotary_dim, base) for i in range(rotary_dim // 2)], mpmath.mpf(1)
+    from reference.rope import scaling_oracle
+
+    return scaling_oracle.exact(scaling, rotary_dim, base, seq_len)
+
+
+def cos_sin_exact(positions, rotary_dim, base=10000.0, prec=PREC_BITS, scaling=None, seq_len=None):
+    """Exact-to-prec (cos, sin) of m theta_i as nested lists of mpf, [n][r/2] for positions [n]
+    (times the attention factor of a scaling, as in reference.rope.cos_sin)."""
     with mpmath.workprec(prec):
-        thetas = [_theta(i, rotary_dim, base) for i in range(rotary_dim // 2)]
+        thetas, f = _thetas(rotary_dim, base, scaling, seq_len)
         cos_rows, sin_rows = [], []
         for m in np.asarray(positions, dtype=np.int64).reshape(-1).tolist():
-            cos_rows.append([mpmath.cos(m * t) for t in thetas])
-            sin_rows.append([mpmath.sin(m * t) for t in thetas])
+            cos_rows.append([f * mpmath.cos(m * t) for t in thetas])
+            sin_rows.append([f * mpmath.sin(m * t) for t in thetas])
     return cos_rows, sin_rows
 
 
-def apply_exact(x, positions, rotary_dim=None, base=10000.0, layout="half", prec=PREC_BITS):
-    """Exact RoPE of x [b, s, h, d] (float64 inputs taken exactly), as an object array of mpf."""
+def apply_exact(x, positions, rotary_dim=None, base=10000.0, layout="half", prec=PREC_BITS,
+                scaling=None, seq_len=None):
+    """Exact RoPE of x [b, s, h, d] (float64 inputs taken exactly), as an object array of mpf
+    (rotated pairs times the attention factor of a scaling, as in reference.rope.apply)."""
     x = np.asarray(x, dtype=np.float64)
     nb, ns, nh, d = x.shape
     r = d if rotary_dim is None else rotary_dim
@@ -49,11 +61,11 @@ def apply_exact(x, positions, rotary_dim=None, base=10000.0, layout="half", prec
     pos = np.asarray(positions, dtype=np.int64)
     out = np.empty(x.shape, dtype=object)
     with mpmath.workprec(prec):
-        thetas = [_theta(i, r, base) for i in range(half)]
+        thetas, f = _thetas(r, base, scaling, seq_len)
         for bi in range(nb):
             for si in range(ns):
                 m = int(pos[bi, si])
-                cs = [(mpmath.cos(m * t), mpmath.sin(m * t)) for t in thetas]
+                cs = [(f * mpmath.cos(m * t), f * mpmath.sin(m * t)) for t in thetas]
                 for h in range(nh):
                     row = [mpmath.mpf(float(v)) for v in x[bi, si, h]]
                     res = list(row)

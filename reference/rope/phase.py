@@ -473,3 +473,59 @@ def _fix_rotate(out, original, flags, m, table, r, layout):
         out[bi, si, h, j0] = _settle(first)
         out[bi, si, h, j1] = _settle(second)
 
+
+
+# ---- an attention factor on cos and sin (scaled RoPE: YaRN, LongRoPE) ---------------------
+
+
+def scaled_cos_sin(m, table, factor, backend, mode):
+    """(f cos, f sin) of m * theta_i for an attention factor f = factor(prec) (mpf callable).
+
+    fast: the fast cos/sin times float64(f) (within 1.5 ulp more). golden: each value the nearest
+    double to the exact f cos (f sin), evaluated here in mpmath (Ziv's loop)."""
+    if mode == "fast":
+        f = _to_double(factor(PREC_BITS))
+        c, s = _cos_sin(m, table, backend, "fast")
+        return c * f, s * f
+    flat = m.reshape(-1)
+    c = np.empty((flat.size, table.count))
+    s = np.empty_like(c)
+    for t in range(flat.size):
+        for i in range(table.count):
+            c[t, i] = _settle(_scaled(factor, table, int(flat[t]), i, 1, 0))
+            s[t, i] = _settle(_scaled(factor, table, int(flat[t]), i, 0, 1))
+    shape = m.shape + (table.count,)
+    return c.reshape(shape), s.reshape(shape)
+
+
+def scaled_rotate(out, m, table, factor, r, layout, backend, mode):
+    """f times the rotation of ``_rotate`` (the tail past r is copied unscaled, as HF does)."""
+    if mode == "fast":
+        f = _to_double(factor(PREC_BITS))
+        rotated = _rotate(out, m, table, r, layout, backend, "fast")
+        rotated[..., :r] *= f
+        return rotated
+    half = r // 2
+    for bi, si, h, i in np.ndindex(out.shape[0], out.shape[1], out.shape[2], half):
+        j0, j1 = (i, i + half) if layout == "half" else (2 * i, 2 * i + 1)
+        a, b = float(out[bi, si, h, j0]), float(out[bi, si, h, j1])
+        pos = int(m[bi, si])
+        if not (math.isfinite(a) and math.isfinite(b)):
+            c, s = _cos_sin(np.array([pos]), table, backend, "golden")
+            f = _to_double(factor(PREC_BITS))
+            out[bi, si, h, j0], out[bi, si, h, j1] = f * (a * c[0, i] - b * s[0, i]), f * (a * s[0, i] + b * c[0, i])
+            continue
+        out[bi, si, h, j0] = _settle(_scaled(factor, table, pos, i, a, -b))
+        out[bi, si, h, j1] = _settle(_scaled(factor, table, pos, i, b, a))
+    return out
+
+
+def _scaled(factor, table, m, i, u, v):
+    """compute(prec) for Ziv's loop: f (u cos + v sin) of m * theta_i, u and v exact doubles."""
+
+    def compute(prec):
+        cv, sv, err = _exact_cs(table, m, i, prec)
+        f = factor(prec)
+        return f * (mpmath.mpf(u) * cv + mpmath.mpf(v) * sv), abs(f) * (abs(u) + abs(v) + 1) * err * 2
+
+    return compute

@@ -9,14 +9,17 @@ from the float64 ``base`` taken exactly, cached per (rotary_dim, base)): ``inv_f
 rounded, ``inv_freq_dd`` is the double-double (hi, lo) with hi + lo equal to theta_i to about
 2**-106 relative.
 
-``frequencies`` dispatches by ``rope_type`` through ``ROPE_TYPES`` (HF ``rope_parameters``
-naming); only "default" exists until the scaling issue adds the others.
+``frequencies`` dispatches by ``rope_type`` (HF ``rope_parameters`` naming) to the scaling types
+in scaling/, one module each; ``scaled_table`` gives the same frequencies as a phase table, so
+scaled cos/sin and apply share the exact reduction and golden mode of default RoPE.
 """
 
+import mpmath
 import numpy as np
 
+from . import scaling as scaling_types
 from ._validate import check_base, check_rotary_dim
-from .phase import ladder
+from .phase import ladder, table_from_mp
 
 
 def inv_freq(rotary_dim, base=10000.0):
@@ -36,38 +39,53 @@ def inv_freq_dd(rotary_dim, base=10000.0):
     return table.hi.copy(), table.lo.copy()
 
 
-def default_frequencies(rotary_dim, base, params, seq_len):
-    """The unscaled ladder: (inv_freq, attention_factor = 1.0)."""
-    return inv_freq(rotary_dim, base), 1.0
+# rope_type names: "default" and the scaling types, one module each in scaling/.
+ROPE_TYPES = ("default",) + scaling_types.TYPES
 
 
-# rope_type -> fn(rotary_dim, base, params: dict, seq_len) -> (inv_freq, attention_factor)
-ROPE_TYPES = {"default": default_frequencies}
+def _seq_len(seq_len):
+    if seq_len is None:
+        return None
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 0:
+        raise ValueError(f"seq_len: must be a non-negative integer or None, got {seq_len!r}")
+    return int(seq_len)
+
+
+def scaled_table(rotary_dim, base=10000.0, scaling=None, seq_len=None):
+    """(FrequencyTable of theta'_i, attention factor as a callable(prec) -> mpf) for a scaling
+    in HF form; the plain ladder and 1 when scaling is None or "default"."""
+    r = check_rotary_dim(rotary_dim)
+    b = check_base(base)
+    rope_type, params = scaling_types.resolve(scaling)
+    n = _seq_len(seq_len)
+    if rope_type == "default":
+        return ladder(r, b), lambda prec: mpmath.mpf(1)
+    key = ("rope.scaled", r, b, rope_type, tuple(sorted(params.items())), n)
+    scaling_types.exact(rope_type, params, r, b, n)  # refuse bad parameters before building
+
+    def values(prec):
+        return scaling_types.exact(rope_type, params, r, b, n)[0]
+
+    cache = {}
+
+    def factor(prec):
+        if prec not in cache:
+            with mpmath.workprec(prec):
+                cache[prec] = scaling_types.exact(rope_type, params, r, b, n)[1]
+        return cache[prec]
+
+    return table_from_mp(key, values), factor
 
 
 def frequencies(rotary_dim, base=10000.0, scaling=None, seq_len=None):
-    """(inv_freq float64[r/2], attention_factor float) for a scaling spec in HF form.
+    """(inv_freq float64[r/2], attention_factor float) for a scaling spec in HF form, each
+    correctly rounded from its exact value (computed in mpmath from the float64 parameters).
 
-    scaling: None (the default ladder) or a dict with "rope_type" (or legacy "type") naming an
-    entry of ``ROPE_TYPES``, plus that type's parameters. seq_len: the current sequence length,
-    used only by types that depend on it.
+    scaling: None (the default ladder) or a dict with "rope_type" (or legacy "type") naming one
+    of ``ROPE_TYPES`` plus that type's parameters (reference/rope/scaling/). seq_len: the current
+    sequence length, used only by types that depend on it (dynamic, length, longrope).
     """
-    r = check_rotary_dim(rotary_dim)
-    b = check_base(base)
-    if scaling is None:
-        params, rope_type = {}, "default"
-    elif isinstance(scaling, dict):
-        params = dict(scaling)
-        rope_type = params.get("rope_type", params.get("type", "default"))
-    else:
-        raise ValueError(f"scaling: must be None or a dict with 'rope_type', got {scaling!r}")
-    if rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"scaling: unknown rope_type {rope_type!r}; known: {', '.join(sorted(ROPE_TYPES))}"
-        )
-    if seq_len is not None:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 0:
-            raise ValueError(f"seq_len: must be a non-negative integer or None, got {seq_len!r}")
-        seq_len = int(seq_len)
-    inv, factor = ROPE_TYPES[rope_type](r, b, params, seq_len)
-    return np.asarray(inv, dtype=np.float64), float(factor)
+    table, factor = scaled_table(rotary_dim, base, scaling, seq_len)
+    with mpmath.workprec(200):
+        f = float(factor(200))
+    return table.hi.copy(), f
