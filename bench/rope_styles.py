@@ -41,6 +41,12 @@ def _angles_f32(positions: torch.Tensor, rotary_dim: int, base: float) -> torch.
     return freqs.transpose(1, 2)
 
 
+def _unscaled(spec) -> None:
+    # These styles compute default RoPE only; a scaled case is not theirs to grade.
+    if spec.scaling is not None:
+        raise Unsupported("default RoPE only (no scaling)")
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
@@ -62,6 +68,7 @@ def _half_from_angles(x, angles, rotary_dim):
 
 def hf_rotate_half(x, positions, spec):
     """HF Llama ``apply_rotary_pos_emb`` with ``LlamaRotaryEmbedding`` (half layout only)."""
+    _unscaled(spec)
     if spec.layout != "half":
         raise Unsupported("rotate_half pairs (j, j + r/2) only")
     return _half_from_angles(x, _angles_f32(positions, spec.rotary_dim, spec.base), spec.rotary_dim)
@@ -69,6 +76,7 @@ def hf_rotate_half(x, positions, spec):
 
 def meta_complex(x, positions, spec):
     """Meta Llama ``precompute_freqs_cis`` + ``apply_rotary_emb`` (interleaved pairs)."""
+    _unscaled(spec)
     r = spec.rotary_dim
     freqs = _angles_f32(positions, r, spec.base)
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs)  # complex64 [b, s, r/2]
@@ -80,6 +88,7 @@ def meta_complex(x, positions, spec):
 
 def gptj_every_two(x, positions, spec):
     """HF GPT-J ``create_sinusoidal_positions`` + ``apply_rotary_pos_emb`` (interleaved pairs)."""
+    _unscaled(spec)
     r = spec.rotary_dim
     # GPT-J: inv_freq from int64 arange / dim (true division gives float32), einsum in float32.
     inv = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.int64, device=x.device) / r))
@@ -94,12 +103,14 @@ def gptj_every_two(x, positions, spec):
 
 def spec_following(x, positions, spec):
     """Follows ``spec.layout``: HF rotate_half for "half", GPT-J rotate_every_two otherwise."""
+    _unscaled(spec)
     if spec.layout == "half":
         return _half_from_angles(x, _angles_f32(positions, spec.rotary_dim, spec.base), spec.rotary_dim)
     return gptj_every_two(x, positions, spec)
 
 
 def _low_precision_angles(x, positions, spec, dtype):
+    _unscaled(spec)
     r = spec.rotary_dim
     inv = _inv_freq_f32(r, spec.base, x.device).to(dtype)  # the buffer cast with the model
     angles = positions.to(dtype)[..., None] * inv  # [b, s, r/2], computed in `dtype`
@@ -125,6 +136,7 @@ def fp16_angles(x, positions, spec):
 
 def hf_cache(positions, spec):
     """rope.cache: HF's float32 cos/sin table, [b, s, r/2] in pair order, float32."""
+    _unscaled(spec)
     angles = _angles_f32(positions, spec.rotary_dim, spec.base)
     return angles.cos(), angles.sin()
 

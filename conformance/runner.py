@@ -262,7 +262,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     must_raise = proto.expected_error(case, spec)
     if outcome.kind == "unsupported":
         result.verdict = "skip"
-        result.notes.append(f"unsupported by the implementation: {outcome.error}")
+        reason = str(outcome.error or "")
+        result.notes.append("unsupported: " + (reason.split(": ", 1)[1] if reason.startswith("Unsupported: ") else reason))
     elif must_raise is not None:
         # The right answer is an exception (e.g. a position past a learned table's last row).
         if outcome.kind == "raised":

@@ -2,8 +2,9 @@
 
 A wrong base fails many cases whose messages differ only in their numbers ("base 10000 used instead
 of 500000", "... instead of 1000000"). Cases are grouped by their diagnosis codes; within a group
-the messages that differ only in numbers become one line with each number shown as a range
-("instead of 500000 to 1000000"). Skipped cases are grouped the same way by their reason.
+the messages that differ only in numbers (or quoted names) become one line with each number shown
+as a range ("instead of 500000 to 1000000") and each name as the list of names ("rope_type 'yarn',
+'ntk'"). Skipped cases are grouped the same way by their reason.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from conformance.reports._common import codes, fmt_float, messages
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|'[^'\s]{1,40}'")
 
 
 @dataclass
@@ -43,9 +44,12 @@ def _range(values: list) -> str:
 
 
 def _span(texts: list) -> str:
-    """One number as written, or the range of several: "500000 to 1000000"."""
+    """One number (or quoted name) as written, the range of several numbers ("500000 to
+    1000000"), or the list of several names ("'yarn', 'ntk'")."""
     if len(set(texts)) == 1:
         return texts[0]
+    if any(t.startswith("'") for t in texts):
+        return ", ".join(dict.fromkeys(texts))
     lo, hi = min(texts, key=float), max(texts, key=float)
     return f"{lo} to {hi}"
 

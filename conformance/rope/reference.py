@@ -37,11 +37,17 @@ def _key(positions: np.ndarray, spec) -> tuple:
     return (spec.rotary_dim, spec.base, scaling, spec.seq_len, pos.shape, pos.tobytes())
 
 
+def _scaling(spec) -> dict:
+    if spec.scaling is None:
+        return {}
+    return {"scaling": dict(spec.scaling), "seq_len": spec.seq_len or None}
+
+
 def frequencies(spec) -> tuple[np.ndarray, float]:
     """(inv_freq float64 [r/2], attention_factor) of the spec, scaling included."""
     if spec.scaling is None:
         return rope.inv_freq(spec.rotary_dim, spec.base), 1.0
-    return rope.frequencies(spec.rotary_dim, spec.base, dict(spec.scaling), spec.seq_len or None)
+    return rope.frequencies(spec.rotary_dim, spec.base, **_scaling(spec))
 
 
 def tables(positions, spec) -> Tables:
@@ -53,13 +59,8 @@ def tables(positions, spec) -> Tables:
     pos = np.asarray(positions, dtype=np.int64)
     inv, factor = frequencies(spec)
     phi = np.abs(pos.astype(np.float64)[..., None] * inv)
-    if spec.scaling is None:
-        cos, sin = rope.cos_sin(pos, spec.rotary_dim, spec.base, backend="numpy")
-    else:
-        # Scaled frequencies have no double-double table yet: the plain float64 angle is within
-        # 2**-53 * phi of the exact one, far inside every budget (docs/tolerance.md).
-        ang = pos.astype(np.float64)[..., None] * inv
-        cos, sin = factor * np.cos(ang), factor * np.sin(ang)
+    # The attention factor of a scaling is included (f cos, f sin), as HF returns them.
+    cos, sin = rope.cos_sin(pos, spec.rotary_dim, spec.base, backend="numpy", **_scaling(spec))
     for table in (cos, sin, phi, inv):
         table.setflags(write=False)  # shared by every later case that hits the cache
     result = Tables(cos, sin, phi, inv, float(factor))

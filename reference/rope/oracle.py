@@ -29,7 +29,7 @@ def _theta(i, rotary_dim, base):
     return mpmath.mpf(float(base)) ** (-(2 * mpmath.mpf(i)) / rotary_dim)
 
 
-def _thetas(rotary_dim, base, scaling, seq_len):
+def frequencies_exact(rotary_dim, base, scaling, seq_len):
     """(theta'_i, attention factor) in mpf: the plain ladder, or scaling_oracle's formulas."""
     if scaling is None:
         return [_theta(i, rotary_dim, base) for i in range(rotary_dim // 2)], mpmath.mpf(1)
@@ -42,7 +42,7 @@ def cos_sin_exact(positions, rotary_dim, base=10000.0, prec=PREC_BITS, scaling=N
     """Exact-to-prec (cos, sin) of m theta_i as nested lists of mpf, [n][r/2] for positions [n]
     (times the attention factor of a scaling, as in reference.rope.cos_sin)."""
     with mpmath.workprec(prec):
-        thetas, f = _thetas(rotary_dim, base, scaling, seq_len)
+        thetas, f = frequencies_exact(rotary_dim, base, scaling, seq_len)
         cos_rows, sin_rows = [], []
         for m in np.asarray(positions, dtype=np.int64).reshape(-1).tolist():
             cos_rows.append([f * mpmath.cos(m * t) for t in thetas])
@@ -61,7 +61,7 @@ def apply_exact(x, positions, rotary_dim=None, base=10000.0, layout="half", prec
     pos = np.asarray(positions, dtype=np.int64)
     out = np.empty(x.shape, dtype=object)
     with mpmath.workprec(prec):
-        thetas, f = _thetas(r, base, scaling, seq_len)
+        thetas, f = frequencies_exact(r, base, scaling, seq_len)
         for bi in range(nb):
             for si in range(ns):
                 m = int(pos[bi, si])

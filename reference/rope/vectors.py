@@ -146,6 +146,27 @@ NOTES: dict[str, dict] = {
         "is large and its float32 rounding grows with m.",
         "links": [HF_ROPE_UTILS],
     },
+    "Scaling": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A long-context scaling type (HF rope_parameters form in the case's "
+        "'scaling'): the frequencies theta'_i and the attention factor, a multiplier on cos and sin "
+        "(HF's cos = emb.cos() * attention_scaling), come from reference/rope/scaling/.",
+        "links": [HF_ROPE_UTILS],
+    },
+    "SeqLenDependent": {
+        "bugType": "EDGE_CASE",
+        "description": "The scaling depends on the current sequence length (seq_len): dynamic NTK, "
+        "the length rule and LongRoPE's short/long choice. Cases sit below, at and above the "
+        "original length; code that fixes the scale at init, or never resets it, fails some of them.",
+        "links": [HF_ROPE_UTILS],
+    },
+    "AttentionFactor": {
+        "bugType": "FUNCTIONALITY",
+        "description": "An attention factor other than 1 multiplies cos and sin (YaRN 0.1 ln s + 1, "
+        "LongRoPE sqrt(1 + ln s / ln L)): a missing factor, or one applied twice or to the softmax "
+        "as well, fails here.",
+        "links": [HF_ROPE_UTILS],
+    },
     "FrequencyTable": {
         "bugType": "BASIC",
         "description": "The frequency ladder theta_i = base^(-2i/r), i = 0..r/2-1, and the "
@@ -168,13 +189,13 @@ class RopeTest(TestSpec):
     seq_len: int | None = None  # default: max position + 1
 
 
-def rope_params(head_dim, base=10000.0, layout="half", rotary_dim=None) -> dict:
+def rope_params(head_dim, base=10000.0, layout="half", rotary_dim=None, scaling=None) -> dict:
     return {
         "head_dim": head_dim,
         "rotary_dim": head_dim if rotary_dim is None else rotary_dim,
         "base": float(base),
         "layout": layout,
-        "scaling": None,
+        "scaling": scaling,
     }
 
 
@@ -532,9 +553,146 @@ def fresh_frequencies(draw):
     return groups
 
 
+# --------------------------------------------------------------------------------------------
+# Scaled RoPE (reference/rope/scaling/): real configurations, HF rope_parameters names
+
+PHI3_LONG = (1.0299999713897705, 1.0499999523162842, 1.0499999523162842, 1.0799999237060547,
+             1.2299998998641968, 1.2299998998641968, 1.2999999523162842, 1.4499999284744263,
+             1.5999999046325684, 1.6499998569488525, 1.8999998569488525, 2.859999895095825,
+             3.68999981880188, 5.419999599456787, 5.489999771118164, 5.489999771118164,
+             9.09000015258789, 11.579999923706055, 15.65999984741211, 15.769999504089355,
+             15.789999961853027, 18.360000610351562, 21.989999771118164, 23.079999923706055,
+             30.009998321533203, 32.35000228881836, 32.590003967285156, 35.56000518798828,
+             39.95000457763672, 53.840003967285156, 56.20000457763672, 57.95000457763672,
+             59.29000473022461, 59.77000427246094, 59.920005798339844, 61.190006256103516,
+             61.96000671386719, 62.50000762939453, 63.3700065612793, 63.48000717163086,
+             63.48000717163086, 63.66000747680664, 63.850006103515625, 64.08000946044922,
+             64.760009765625, 64.80001068115234, 64.81001281738281, 64.81001281738281)
+PHI3_SHORT = (1.05, 1.05, 1.05, 1.1, 1.1, 1.1, 1.2500000000000002, 1.2500000000000002,
+              1.4000000000000004, 1.4500000000000004, 1.5500000000000005, 1.8500000000000008,
+              1.9000000000000008) + (2.000000000000001,) * 19 + (
+              2.1000000000000005, 2.1000000000000005, 2.2, 2.3499999999999996, 2.3499999999999996,
+              2.3499999999999996, 2.3499999999999996, 2.3999999999999995, 2.3999999999999995,
+              2.6499999999999986, 2.6999999999999984, 2.8999999999999977, 2.9499999999999975,
+              3.049999999999997, 3.049999999999997, 3.049999999999997)
+
+SCALED_MODELS = {
+    "llama3.1-d128": dict(
+        params=rope_params(128, 5e5, "half", scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}),
+        source="Llama-3.1-8B: rope_theta 500000, rope_scaling llama3 (factor 8, low_freq_factor 1, "
+        "high_freq_factor 4, original 8192) (https://huggingface.co/meta-llama/Llama-3.1-8B).",
+        seq_lens=(None,)),
+    "qwen2.5-yarn4": dict(
+        params=rope_params(128, 1e6, "half", scaling={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}),
+        source="Qwen2.5-7B-Instruct with the YaRN setting its model card gives for 128K: factor 4, "
+        "original 32768, rope_theta 1e6; attention factor 0.1 ln 4 + 1 (https://huggingface.co/Qwen/"
+        "Qwen2.5-7B-Instruct).", seq_lens=(None,)),
+    "deepseek-v3-yarn40": dict(
+        params=rope_params(64, 1e4, "interleaved", scaling={
+            "rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}),
+        source="DeepSeek-V3: qk_rope_head_dim 64, rope_theta 10000, rope_scaling yarn factor 40, "
+        "original 4096, beta_fast 32, beta_slow 1, mscale = mscale_all_dim = 1 (so the cos/sin "
+        "factor is 1; DeepSeek puts mscale**2 in the softmax scale) "
+        "(https://huggingface.co/deepseek-ai/DeepSeek-V3).", seq_lens=(None,)),
+    "gpt-oss-yarn32": dict(
+        params=rope_params(64, 150000.0, "half", scaling={
+            "rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}),
+        source="gpt-oss: head_dim 64, rope_theta 150000, yarn factor 32, original 4096, "
+        "truncate false (no floor/ceil of the ramp ends) (https://huggingface.co/openai/gpt-oss-20b).",
+        seq_lens=(None,)),
+    "phi3-128k-longrope": dict(
+        params=rope_params(96, 1e4, "half", scaling={
+            "rope_type": "longrope", "short_factor": list(PHI3_SHORT), "long_factor": list(PHI3_LONG),
+            "original_max_position_embeddings": 4096, "max_position_embeddings": 131072}),
+        source="Phi-3 128k (LongRoPE, 'su'): head 96, rope_theta 10000, original 4096, max 131072, "
+        "short and long factors of Phi-3-vision-128k-instruct's config; attention factor "
+        "sqrt(1 + ln 32 / ln 4096).", seq_lens=(4096, 4097)),
+    "llama2-dynamic2": dict(
+        params=rope_params(128, 1e4, "half", scaling={
+            "rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4096}),
+        source="Llama-2 with dynamic NTK scaling, factor 2 (HF rope_scaling {'type': 'dynamic', "
+        "'factor': 2.0}), original 4096.", seq_lens=(2048, 4096, 16384)),
+    "qwen3-length-8k": dict(
+        params=rope_params(128, 1e6, "half", scaling={
+            "rope_type": "length", "original_max_position_embeddings": 8192}),
+        source="The length rule of seed document 003 (dynamic RoPE as described for Qwen3): "
+        "theta' = theta * min(1, L0 / L), L0 = 8192.", seq_lens=(4096, 8192, 32768)),
+    "llama2-linear4": dict(
+        params=rope_params(128, 1e4, "half", scaling={"rope_type": "linear", "factor": 4.0}),
+        source="Linear position interpolation (Chen et al. 2023) by 4 on Llama-2 (4096 -> 16384).",
+        seq_lens=(None,)),
+    "llama2-ntk4": dict(
+        params=rope_params(128, 1e4, "half", scaling={"rope_type": "ntk", "factor": 4.0}),
+        source="Static NTK-aware scaling by 4 on Llama-2: base 10000 * 4**(128/126).",
+        seq_lens=(None,)),
+}
+
+
+def _scaling_flags(name):
+    scaling = SCALED_MODELS[name]["params"]["scaling"]
+    flags = ("Scaling",)
+    if scaling["rope_type"] in ("dynamic", "length", "longrope"):
+        flags += ("SeqLenDependent",)
+    if scaling["rope_type"] in ("yarn", "longrope") and name != "deepseek-v3-yarn40":
+        flags += ("AttentionFactor",)
+    return flags
+
+
+def _scaled_group(protocol, name, tests):
+    model = SCALED_MODELS[name]
+    layout = model["params"]["layout"]
+    return GroupSpec(protocol, name, model["source"], (TestGroupSpec(
+        model["params"], _configured(tests, layout, *_scaling_flags(name)), model["source"]),))
+
+
+def _scaled_position_tests(name):
+    """prefill, a long decode and, for seq_len-dependent types, one case per seq_len (the
+    positions fit below it, seq_len given explicitly)."""
+    seq_lens = SCALED_MODELS[name]["seq_lens"]
+    if seq_lens == (None,):
+        return (prefill(), decode(131071, " A 128K-context decode step, where scaling matters."))
+    tests = []
+    for n in seq_lens:
+        tests.append(replace(decode(n - 1, f" seq_len {n}."), name=f"decode-{n - 1}-seq{n}", seq_len=n))
+    return tuple(tests)
+
+
+def _scaled_groups():
+    groups = []
+    for protocol in ("rope.apply", "rope.cache"):
+        groups += [_scaled_group(protocol, name, _scaled_position_tests(name)) for name in SCALED_MODELS]
+    for name, model in SCALED_MODELS.items():
+        tests = tuple(_frequency_test(f"inv-freq-seq{n}" if n else "inv-freq",
+                                      f"inv_freq and attention_factor of {name}" + (f" at seq_len {n}." if n else "."),
+                                      _scaling_flags(name), n)
+                      for n in model["seq_lens"])
+        groups.append(GroupSpec("rope.frequencies", name, model["source"],
+                                (TestGroupSpec(model["params"], tests, model["source"]),)))
+    # The numerical snapshots of HF's tests/utils/test_modeling_rope_utils.py (dim 128, base 1e4,
+    # factor 10, original 2048): the same configurations, certified here.
+    hf = {"dynamic": {"rope_type": "dynamic", "factor": 10.0, "original_max_position_embeddings": 2048},
+          "yarn": {"rope_type": "yarn", "factor": 10.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                   "original_max_position_embeddings": 2048},
+          "llama3": {"rope_type": "llama3", "factor": 10.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 2048}}
+    test_groups = tuple(TestGroupSpec(rope_params(128, 1e4, "half", scaling=sc), (_frequency_test(
+        f"{kind}-factor10", f"HF's {kind} snapshot: dim 128, base 10000, factor 10, original 2048"
+        + (", seq_len 16384." if kind == "dynamic" else "."), ("Scaling",), 16384 if kind == "dynamic" else None),))
+        for kind, sc in hf.items())
+    groups.append(GroupSpec("rope.frequencies", "hf-snapshots", "The configurations of HF's RoPE "
+                            "numerical tests (test_modeling_rope_utils.py).", test_groups))
+    return groups
+
+
 def groups() -> list[GroupSpec]:
-    """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies."""
-    return _apply_groups() + _cache_groups() + _frequency_groups()
+    """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies, then the
+    scaled groups of each."""
+    return _apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups()
 
 
 # --------------------------------------------------------------------------------------------
@@ -579,13 +737,21 @@ def build_frequencies(case_id: str, params: dict, test: RopeTest):
     return {"seq_len": test.seq_len}, {}
 
 
+def _scaling(params: dict) -> dict:
+    """The scaling keywords of reference.rope for a case (seq_len only matters when scaled)."""
+    if params.get("scaling") is None:
+        return {}
+    return {"scaling": params["scaling"], "seq_len": params.get("seq_len")}
+
+
 def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
     """``expected`` = reference.rope.apply(x, positions, mode="golden") [b, s, h, head_dim]:
 each value the float64 nearest to the exact rotation."""
     from reference import rope
 
     expected = rope.apply(inputs["x"], inputs["positions"], rotary_dim=params["rotary_dim"],
-                          base=params["base"], layout=params["layout"], backend=backend, mode="golden")
+                          base=params["base"], layout=params["layout"], backend=backend, mode="golden",
+                          **_scaling(params))
     return {"expected": np.asarray(expected, dtype=np.float64)}
 
 
@@ -595,7 +761,7 @@ correctly rounded."""
     from reference import rope
 
     cos, sin = rope.cos_sin(inputs["positions"], params["rotary_dim"], params["base"], backend=backend,
-                             mode="golden")
+                            mode="golden", **_scaling(params))
     return {"cos": np.asarray(cos, dtype=np.float64), "sin": np.asarray(sin, dtype=np.float64)}
 
 
@@ -636,32 +802,31 @@ def exact_apply(params: dict, inputs: dict) -> dict:
     from reference.rope import oracle
 
     return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"],
-                                           params["base"], params["layout"])}
+                                           params["base"], params["layout"], **_scaling(params))}
 
 
 def exact_cache(params: dict, inputs: dict) -> dict:
     from reference.rope import oracle
 
     positions = inputs["positions"]
-    cos, sin = oracle.cos_sin_exact(positions.reshape(-1), params["rotary_dim"], params["base"])
+    cos, sin = oracle.cos_sin_exact(positions.reshape(-1), params["rotary_dim"], params["base"],
+                                    **_scaling(params))
     shape = positions.shape + (params["rotary_dim"] // 2,)
     return {"cos": np.array(cos, dtype=object).reshape(shape),
             "sin": np.array(sin, dtype=object).reshape(shape)}
 
 
 def exact_frequencies(params: dict, inputs: dict) -> dict:
-    """theta_i = base**(-2i/r) in mpmath, the base taken exactly from its float64 value."""
+    """theta'_i and the attention factor in mpmath (oracle: the plain ladder with the base taken
+    exactly from its float64 value, or scaling_oracle's independent formulas of the scaled types)."""
     import mpmath
 
     from reference.rope import oracle
 
-    if params["scaling"] is not None:
-        raise ValueError("exact: scaled frequencies have no mpmath oracle yet")
-    r = params["rotary_dim"]
     with mpmath.workprec(oracle.PREC_BITS):
-        base = mpmath.mpf(float(params["base"]))
-        inv = [base ** (-mpmath.mpf(2 * i) / r) for i in range(r // 2)]
-    return {"inv_freq": np.array(inv, dtype=object), "attention_factor": np.array(mpmath.mpf(1), dtype=object)}
+        thetas, factor = oracle.frequencies_exact(params["rotary_dim"], params["base"], params["scaling"],
+                                        params.get("seq_len"))
+    return {"inv_freq": np.array(thetas, dtype=object), "attention_factor": np.array(factor, dtype=object)}
 
 
 _EVEN = {"type": "integer", "minimum": 2, "multipleOf": 2}

@@ -74,11 +74,14 @@ def test_draw_is_platform_independent():
 
 
 def test_an_adapter_that_looks_answers_up_passes_the_files_but_not_the_fresh_cases():
-    answers = {(c.arrays["positions"].tobytes(), c.params["rotary_dim"], c.params["base"]): c
-               for c in store.iter_cases("rope.cache")}
+    def key_of(positions, rotary_dim, base, scaling, seq_len):
+        return positions.tobytes(), rotary_dim, base, repr(scaling), seq_len if scaling else None
+
+    answers = {key_of(c.arrays["positions"], c.params["rotary_dim"], c.params["base"], c.params["scaling"],
+                      c.params["seq_len"]): c for c in store.iter_cases("rope.cache")}
 
     def lookup(positions, spec):
-        key = (positions.numpy().astype(np.int64).tobytes(), spec.rotary_dim, spec.base)
+        key = key_of(positions.numpy().astype(np.int64), spec.rotary_dim, spec.base, spec.scaling, spec.seq_len)
         case = answers.get(key)
         if case is None:  # not in the vectors: a guess
             shape = tuple(positions.shape) + (spec.rotary_dim // 2,)

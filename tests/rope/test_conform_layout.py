@@ -97,8 +97,8 @@ def llama_style(x, positions, spec):
 
     from conformance import Unsupported
 
-    if spec.layout != "half" or spec.rotary_dim != spec.head_dim:
-        raise Unsupported("rotate_half over the whole head only")
+    if spec.layout != "half" or spec.rotary_dim != spec.head_dim or spec.scaling is not None:
+        raise Unsupported("rotate_half over the whole head only, no scaling")
     d = spec.head_dim
     inv_freq = 1.0 / (spec.base ** (torch.arange(0, d, 2).float() / d))
     freqs = positions[..., None].float() * inv_freq
