@@ -234,7 +234,7 @@ def _cause(out, cause) -> None:
     if cause.meaning:
         out.add(f"what it means: {cause.meaning}", indent=6)
     for text, count in cause.lines[:MAX_MESSAGES]:
-        out.add(f"{text}" + (f" ({count} cases)" if len(cause.lines) > 1 else ""), indent=6)
+        out.add(f"{text}" + (f" ({count} case{'s' if count != 1 else ''})" if len(cause.lines) > 1 else ""), indent=6)
     if len(cause.lines) > MAX_MESSAGES:
         out.add(f"... and {len(cause.lines) - MAX_MESSAGES} other messages", indent=6)
     ids = [f"{c.id} [{c.dtype}]" for c in cause.cases]

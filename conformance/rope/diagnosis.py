@@ -402,10 +402,7 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None):
         c = _fit_scale(output, reference, r if part == "rotated" else d)
         if c is None:
             continue
-        msg = (f"output scaled by {c:.4g}" if af == 1.0 else
-               f"output scaled by {c:.4g} relative to the reference (attention factor {af:.4g})")
-        if af != 1.0 and abs(c * af - 1.0) < 1e-2:
-            msg = f"attention factor {af:.4g} not applied"
+        msg = _scale_message(c, af, "output")
         fac = c
 
         def scaled(fac=fac, part=part):
@@ -448,14 +445,7 @@ def frequency_ladders(spec, theta, *, fitted_base=None, ratio=None) -> list:
                 out.append(("scaling-mismatch", f"NTK-aware base {_fmt_base(nb)} (factor {f:g}) used, but the "
                             "case has no scaling", ladder(r, nb, r), None))
     else:
-        scaling = dict(spec.scaling)
-        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
-        plain = ladder(r, base, r)
-        out.append(("scaling-mismatch", f"the case's {rope_type} scaling is not applied", plain, 1.0))
-        f = scaling.get("factor")
-        if isinstance(f, (int, float)) and f > 0 and rope_type != "linear":
-            out.append(("scaling-mismatch", f"linear scaling (factor {f:g}) applied instead of {rope_type}",
-                        plain / f, None))
+        out += scaled_mutants(spec, ladder(r, base, r))
     for cand in COMMON_BASES:
         if abs(cand - base) > 1e-9 * base:
             out.append(("wrong-base", f"base {_fmt_base(cand)} used instead of {_fmt_base(base)}",
@@ -467,6 +457,67 @@ def frequency_ladders(spec, theta, *, fitted_base=None, ratio=None) -> list:
         out.append(("scaling-mismatch", f"all frequencies scaled by {ratio:.6g} (positions scaled by the "
                     "same factor)", theta * ratio, None))
     return out
+
+
+def scaled_mutants(spec, plain) -> list:
+    """The scaling mistakes of a scaled case, as frequency_ladders entries: the scaling left out,
+    another type with the same parameters (static NTK where dynamic is expected, linear, ...),
+    the original length read from the extended one (factor x original), LongRoPE's short and long
+    factors swapped. Each mutant's frequencies and attention factor come from reference.rope."""
+    from reference import rope
+    from reference.rope import scaling as scaling_types
+
+    scaling = dict(spec.scaling)
+    rope_type = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"
+    scaling.pop("type", None)
+    r, seq_len = int(spec.rotary_dim), spec.seq_len or None
+    out = [("scaling-mismatch", f"the case's {rope_type} scaling is not applied", plain, 1.0)]
+
+    def variant(params, other_type=None, n=seq_len):
+        try:
+            return rope.frequencies(r, float(spec.base), {"rope_type": other_type or rope_type, **params}, n)
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    for other in scaling_types.TYPES:
+        if other == rope_type:
+            continue
+        mod = scaling_types.module(other)
+        params = {k: v for k, v in scaling.items() if k in mod.REQUIRED or k in mod.OPTIONAL}
+        got = variant(params, other)
+        if got is None:
+            continue
+        what = (f"static NTK (factor {scaling.get('factor')}) used where dynamic NTK is expected (the base "
+                "must follow seq_len)" if (rope_type, other) == ("dynamic", "ntk") else
+                f"{other} scaling used instead of {rope_type}")
+        out.append(("scaling-mismatch", what, got[0], got[1]))
+    big_l, f = scaling.get("original_max_position_embeddings"), scaling.get("factor")
+    if isinstance(big_l, int) and isinstance(f, (int, float)) and f > 1:
+        got = variant({**scaling, "original_max_position_embeddings": int(big_l * f)})
+        if got is not None:
+            out.append(("scaling-mismatch", f"original_max_position_embeddings read as {int(big_l * f)} (the "
+                        f"extended max_position_embeddings) instead of {big_l}", got[0], got[1]))
+    if rope_type == "longrope" and isinstance(big_l, int):
+        flipped = big_l + 1 if (seq_len or 0) <= big_l else big_l
+        got = variant(scaling, n=flipped)
+        if got is not None:
+            which = "long" if flipped > big_l else "short"
+            out.append(("scaling-mismatch", f"LongRoPE's {which} factors used at seq_len {seq_len} (original "
+                        f"{big_l})", got[0], got[1]))
+    return out
+
+
+def _scale_message(c, af, what):
+    """What a constant scale c of cos/sin (or the rotated output) means when the case's attention
+    factor is af."""
+    if af != 1.0 and abs(c * af - 1.0) < 1e-2:
+        return f"attention factor {af:.4g} not applied"
+    if af != 1.0 and abs(c - af) < 1e-2 * af:
+        return (f"attention factor {af:.4g} applied twice ({what} scaled by {af * af:.4g}: on cos and sin, "
+                "and again on q and k or in the softmax)")
+    if af == 1.0:
+        return f"{what} scaled by {c:.4g}"
+    return f"{what} scaled by {c:.4g} relative to the reference (attention factor {af:.4g})"
 
 
 def _uniform_ratio(eff, theta):
@@ -683,7 +734,7 @@ def diagnose_cache(positions, output, spec, dtype) -> list:
     if den > 0:
         c = float(np.sum(y[ok] * reference[ok]) / den)
         if np.isfinite(c) and c > 0 and abs(c - 1.0) > 1e-4:
-            mutants.append(Mutant("attention-factor", f"cos and sin scaled by {c:.4g}", lambda c=c: c * reference))
+            mutants.append(Mutant("attention-factor", _scale_message(c, af, "cos and sin"), lambda c=c: c * reference))
     # Correct tables: float32 angles and cos/sin rounded to (at least) float32.
     tol = (0.5 * max(unit_roundoff(dtype), 2.0**-24) + 2.0**-23 * np.abs(mf[..., None] * theta)) * af
     floor = float(np.sqrt(np.mean(tol * tol)))

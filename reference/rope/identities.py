@@ -499,3 +499,7 @@ def decay_curve() -> float:
         for dist, value in zip(CURVE_DISTANCES, values):
             worst = max(worst, abs(float(value) - _curve_oracle(dist, rotary_dim, base)) / at_zero)
     return worst
+
+
+# The scaling types' identities live with them (reference/rope/scaling/identities.py).
+from reference.rope.scaling import identities as _scaling_identities  # noqa: E402,F401
