@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "conformance.commands.conform",
     "conformance.commands.vectors",
     "conformance.commands.identities",
+    "conformance.commands.study",
 )
 
 

@@ -5,10 +5,13 @@ RoPE: theta_i = base ** (-2i / r) and the angles m * theta_i in float32, ``emb =
 freqs)``, cos and sin cast to the model dtype, then ``x * cos + rotate_half(x) * sin`` where
 rotate_half(x) = cat(-x2, x1). Pairs are (j, j + r/2): the "half" layout. Partial rotary
 (GPT-NeoX ``rotary_pct``): only the first ``spec.rotary_dim`` features turn, the tail passes
-through. Scaling: none, "default", or "linear" (position interpolation, inv_freq / factor).
+through. Scaling: none, "default", "linear" (position interpolation, inv_freq / factor) or
+"llama3" (Llama 3.1's bands, as HF's ``_compute_llama3_parameters`` computes them in float32).
 
 Adapters: ``apply`` (rope.apply), ``cache`` (rope.cache), ``frequencies`` (rope.frequencies).
 """
+
+import math
 
 import torch
 
@@ -24,9 +27,22 @@ def frequencies(spec, seq_len):
     rope_type = scaling.get("rope_type", scaling.get("type", "default"))
     if rope_type == "linear":
         inv_freq = inv_freq / scaling["factor"]
+    elif rope_type == "llama3":
+        inv_freq = _llama3(inv_freq, scaling)
     elif rope_type != "default":
         raise Unsupported(f"rope_type {rope_type!r} is not implemented by this example")
     return inv_freq, 1.0
+
+
+def _llama3(inv_freq, scaling):
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+    return torch.where(medium, smoothed, scaled)
 
 
 def _angles(positions, spec):
