@@ -64,13 +64,17 @@ def rotate_half(x):
 
 
 def apply(x, positions, spec):
+    return apply_tables(x, *cache(positions, spec), spec)
+
+
+def apply_tables(x, cos, sin, spec):
+    """x * cos + rotate_half(x) * sin for pair-order tables cos, sin [b, s, r/2] (attention factor
+    included), cast to x.dtype; the tail past rotary_dim passes through."""
     if spec.layout != "half":
         raise Unsupported("rotate_half pairs (j, j + r/2): half layout only")
     r = spec.rotary_dim
-    freqs, attention_factor = _angles(positions, spec)
-    emb = torch.cat((freqs, freqs), dim=-1)[:, :, None, :]  # broadcast over heads
-    cos = (emb.cos() * attention_factor).to(x.dtype)
-    sin = (emb.sin() * attention_factor).to(x.dtype)
+    cos = torch.cat((cos, cos), dim=-1)[:, :, None, :].to(x.dtype)  # broadcast over heads
+    sin = torch.cat((sin, sin), dim=-1)[:, :, None, :].to(x.dtype)
     x_rot, x_pass = x[..., :r], x[..., r:]
     out = x_rot * cos + rotate_half(x_rot) * sin
     return torch.cat((out, x_pass), dim=-1)

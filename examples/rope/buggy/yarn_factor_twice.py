@@ -8,9 +8,15 @@ Expected diagnosis: ``attention-factor`` ("attention factor 1.139 applied twice"
 
 import math
 
+from pathlib import Path
+
 import torch
 
 from conformance import Unsupported
+from conformance.loader import load_target
+
+# x * cos + rotate_half(x) * sin, as the correct HF-style example applies its tables
+apply_tables = load_target(f"{Path(__file__).resolve().parents[1] / 'hf_rotate_half.py'}:apply_tables")
 
 # What posref must report for this file, graded as <file>:apply on the rope.apply catalog
 # (tests/test_family_contract.py checks it).
@@ -45,12 +51,4 @@ def cache(positions, spec):
 
 
 def apply(x, positions, spec):
-    if spec.layout != "half":
-        raise Unsupported("half layout only")
-    cos, sin = cache(positions, spec)
-    r = spec.rotary_dim
-    cos = torch.cat((cos, cos), dim=-1)[:, :, None, :].to(x.dtype)
-    sin = torch.cat((sin, sin), dim=-1)[:, :, None, :].to(x.dtype)
-    x1, x2 = x[..., : r // 2], x[..., r // 2: r]
-    rotated = torch.cat((-x2, x1), dim=-1)
-    return torch.cat((x[..., :r] * cos + rotated * sin, x[..., r:]), dim=-1)
+    return apply_tables(x, *cache(positions, spec), spec)
