@@ -529,15 +529,17 @@ def _fresh_positions(draw, context):
 
 
 def _fresh_rotations(draw, protocol):
+    """Two cases, each a model configuration (scaled ones included) at random positions."""
     groups = []
     for k in range(2):
-        name = draw.choice(sorted(MODELS))
-        model = MODELS[name]
-        positions, limit = _fresh_positions(draw, model["context"])
+        name = draw.choice(sorted(MODELS) + sorted(SCALED_MODELS))
+        model = MODELS.get(name) or SCALED_MODELS[name]
+        flags = _model_flags(name) if name in MODELS else _scaling_flags(name)
+        positions, limit = _fresh_positions(draw, model.get("context", 131072))
         heads = draw.integer(1, 3) if protocol == "rope.apply" else 2
         test = RopeTest(f"{name}-{k}", f"Drawn at run time: {name}'s configuration at "
                         f"{len(positions)} x {len(positions[0])} positions below {limit}.",
-                        _model_flags(name) + (LAYOUT_FLAG[model["params"]["layout"]],), positions, heads)
+                        flags + (LAYOUT_FLAG[model["params"]["layout"]],), positions, heads)
         groups.append(TestGroupSpec(model["params"], (test,), model["source"]))
     return groups
 

@@ -64,6 +64,12 @@ def test_fresh_expected_values_are_correctly_rounded(protocol, seed):
     assert total.ok and total.certified > 0, total.examples[:3]
 
 
+def test_fresh_rope_cases_include_scaled_configurations():
+    drawn = [c for seed in range(12) for c in fresh_cases("rope.apply", seed)]
+    kinds = {(c.params["scaling"] or {}).get("rope_type", "default") for c in drawn}
+    assert "default" in kinds and len(kinds) >= 3
+
+
 def test_draw_is_platform_independent():
     # PCG64 raw words only: these values are fixed by the algorithm, not by numpy's samplers.
     draw = Draw(1, "rope.apply")
