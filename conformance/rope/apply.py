@@ -85,9 +85,13 @@ class RopeApply(Protocol):
         tabs = reference.tables(pos, spec)
         phi = tabs.phi[:, :, None, :]
         budget = budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+        tail_budget = tolerance.passthrough_budget(x[..., r:], dtype, profile)
+        amp = self.amplitude(pos, spec)
+        if amp is not None:
+            budget, tail_budget = budgets.amplitude_budgets(amp, self.amplitude_error(pos, spec), budget, mag,
+                                                            tail_budget, x[..., r:], dtype, profile)
         pair_ratio = tolerance.ratio(pair_err, budget)
         tail_err = err[..., r:]
-        tail_budget = tolerance.passthrough_budget(x[..., r:], dtype, profile)
         tail_ratio = tolerance.ratio(tail_err, tail_budget)
 
         finite_pair = np.where(np.isfinite(pair_ratio), pair_ratio, -1.0)
@@ -126,6 +130,15 @@ class RopeApply(Protocol):
         if blind.any():
             graded.notes[profile] = [off_by_one_note(profile, pos[blind])]
 
+
+    def amplitude(self, positions, spec):
+        """A per-token factor [batch, seq] on the whole output, or None (plain RoPE). Variants that
+        scale the rotation (Gaussian-kernel RoPE: K(m)) return it; the budgets scale with it."""
+        return None
+
+    def amplitude_error(self, positions, spec):
+        """[batch, seq]: |dK| <= u * amplitude_error for the amplitude computed with unit roundoff u."""
+        raise NotImplementedError("a protocol with an amplitude states its error")
 
     def locate(self, case, spec, prepared, index) -> str:
         b, s, h, d = index

@@ -79,3 +79,24 @@ def frequency_budget(inv_freq, rotary_dim: int, base: float, dtype: str, profile
 def attention_factor_budget(value: float, profile: str) -> float:
     """Absolute budget of the attention factor: a few roundings of the profile's arithmetic."""
     return ATTENTION_FACTOR_ROUNDINGS * angle_roundoff(profile) * max(abs(float(value)), 1.0)
+
+
+# Amplitude on the whole output (Gaussian-kernel RoPE: f(x, m) = K(m) R_m x).
+
+
+def amplitude_budgets(amp, amp_error, budget, magnitude, tail_budget, tail, dtype: str, profile: str):
+    """(pair budget, tail budget) for outputs scaled by amp [batch, seq] per token.
+
+    amp_error [batch, seq]: the amplitude's own error bound per unit roundoff (|dK| <= u * amp_error
+    when K is computed in arithmetic of unit roundoff u; for a Gaussian kernel it grows with the
+    exponent, see conformance/gaussian_rope/apply.py). The rotation's budget scales with the
+    amplitude; u_tab * amp_error * |x| covers the amplitude computed in the implementation's
+    arithmetic; a floor of the dtype's smallest subnormal per element covers an amplitude that
+    underflows in the dtype (float32 below 1.4e-45, float16 and bfloat16 much earlier), where the
+    output may flush to zero (docs/tolerance.md, section 11)."""
+    k = np.abs(np.asarray(amp, dtype=np.float64))[:, :, None, None]
+    dk = table_roundoff(dtype, profile) * np.abs(np.asarray(amp_error, dtype=np.float64))[:, :, None, None]
+    floor = SMALLEST_SUBNORMAL[dtype] * (1.0 + np.abs(magnitude))
+    pair = k * budget + dk * np.abs(magnitude) + floor
+    tail_floor = SMALLEST_SUBNORMAL[dtype] * (1.0 + np.abs(tail))
+    return pair, k * tail_budget + dk * np.abs(tail) + tail_floor

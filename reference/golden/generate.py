@@ -197,6 +197,11 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     for index, group in enumerate(groups, 1):
         t0 = time.perf_counter()
         meta, arrays, cert = build_group(group, backend)
+        from reference.golden.verify import schema_errors
+
+        problems = schema_errors(meta, VECTORS_SCHEMA)
+        if problems:  # what verify would refuse is never written
+            raise ValueError(f"{group.key}: the metadata breaks {VECTORS_SCHEMA}: {problems[0]}")
         if not cert.ok:
             raise CertificationError(
                 f"{group.key}: {cert.failures} value(s) not {cert.rounding}ly rounded, e.g. "

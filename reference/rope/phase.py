@@ -475,19 +475,21 @@ def _fix_rotate(out, original, flags, m, table, r, layout):
 
 
 
-# ---- an attention factor on cos and sin (scaled RoPE: YaRN, LongRoPE) ---------------------
+# ---- an amplitude on the rotation (scaled RoPE's attention factor, Gaussian-kernel RoPE) -----
 
 
 def scaled_cos_sin(m, table, factor, backend, mode):
-    """(f cos, f sin) of m * theta_i for an attention factor f = factor(prec) (mpf callable).
+    """(f cos, f sin) of m * theta_i for an amplitude f = factor(prec, m) (an mpf; it may depend on
+    the position m, see ``scaled_rotate``).
 
     fast: the fast cos/sin times float64(f) (within 1.5 ulp more). golden: each value the nearest
     double to the exact f cos (f sin), evaluated here in mpmath (Ziv's loop)."""
-    if mode == "fast":
-        f = _to_double(factor(PREC_BITS))
-        c, s = _cos_sin(m, table, backend, "fast")
-        return c * f, s * f
     flat = m.reshape(-1)
+    if mode == "fast":
+        f = np.array([_to_double(factor(PREC_BITS, int(p))) for p in flat])
+        c, s = _cos_sin(m, table, backend, "fast")
+        shape = m.shape + (1,)
+        return c * f.reshape(shape), s * f.reshape(shape)
     c = np.empty((flat.size, table.count))
     s = np.empty_like(c)
     for t in range(flat.size):
@@ -498,25 +500,37 @@ def scaled_cos_sin(m, table, factor, backend, mode):
     return c.reshape(shape), s.reshape(shape)
 
 
-def scaled_rotate(out, m, table, factor, r, layout, backend, mode):
-    """f times the rotation of ``_rotate`` (the tail past r is copied unscaled, as HF does)."""
+def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail=False):
+    """f times the rotation of ``_rotate``, f = factor(prec, m) an mpf amplitude per position m.
+    The tail past r is copied as is, or (scale_tail) multiplied by f too (Gaussian-kernel RoPE
+    scales the whole vector, an attention factor only cos and sin). golden: every output the
+    nearest double to the exact product, subnormals included."""
+    m = np.asarray(m)
     if mode == "fast":
-        f = _to_double(factor(PREC_BITS))
+        f = np.array([[_to_double(factor(PREC_BITS, int(p))) for p in row] for row in m]).reshape(m.shape)
         rotated = _rotate(out, m, table, r, layout, backend, "fast")
-        rotated[..., :r] *= f
+        width = rotated.shape[3] if scale_tail else r
+        rotated[..., :width] *= f[:, :, None, None]
         return rotated
     half = r // 2
-    for bi, si, h, i in np.ndindex(out.shape[0], out.shape[1], out.shape[2], half):
-        j0, j1 = (i, i + half) if layout == "half" else (2 * i, 2 * i + 1)
-        a, b = float(out[bi, si, h, j0]), float(out[bi, si, h, j1])
+    for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
         pos = int(m[bi, si])
-        if not (math.isfinite(a) and math.isfinite(b)):
-            c, s = _cos_sin(np.array([pos]), table, backend, "golden")
-            f = _to_double(factor(PREC_BITS))
-            out[bi, si, h, j0], out[bi, si, h, j1] = f * (a * c[0, i] - b * s[0, i]), f * (a * s[0, i] + b * c[0, i])
-            continue
-        out[bi, si, h, j0] = _settle(_scaled(factor, table, pos, i, a, -b))
-        out[bi, si, h, j1] = _settle(_scaled(factor, table, pos, i, b, a))
+        for i in range(half):
+            j0, j1 = (i, i + half) if layout == "half" else (2 * i, 2 * i + 1)
+            a, b = float(out[bi, si, h, j0]), float(out[bi, si, h, j1])
+            if not (math.isfinite(a) and math.isfinite(b)):
+                c, s = _cos_sin(np.array([pos]), table, backend, "golden")
+                f = _to_double(factor(PREC_BITS, pos))
+                out[bi, si, h, j0], out[bi, si, h, j1] = f * (a * c[0, i] - b * s[0, i]), f * (a * s[0, i] + b * c[0, i])
+                continue
+            out[bi, si, h, j0] = _settle(_scaled(factor, table, pos, i, a, -b))
+            out[bi, si, h, j1] = _settle(_scaled(factor, table, pos, i, b, a))
+        if scale_tail:
+            for j in range(r, out.shape[3]):
+                v = float(out[bi, si, h, j])
+                out[bi, si, h, j] = (_to_double(factor(PREC_BITS, pos)) * v if not math.isfinite(v)
+                                     else _settle(lambda prec, v=v, pos=pos: (factor(prec, pos) * mpmath.mpf(v),
+                                                                              abs(v) * mpmath.mpf(2) ** (8 - prec))))
     return out
 
 
@@ -525,7 +539,7 @@ def _scaled(factor, table, m, i, u, v):
 
     def compute(prec):
         cv, sv, err = _exact_cs(table, m, i, prec)
-        f = factor(prec)
+        f = factor(prec, m)
         return f * (mpmath.mpf(u) * cv + mpmath.mpf(v) * sv), abs(f) * (abs(u) + abs(v) + 1) * err * 2
 
     return compute

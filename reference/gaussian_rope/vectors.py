@@ -1,0 +1,159 @@
+"""Gaussian-kernel RoPE golden vectors: protocol ``gaussian_rope.apply``.
+
+Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
+``positions`` int64 [b, s], ``expected`` = K(m) R_m x [b, s, h, head_dim], every value correctly
+rounded (reference.gaussian_rope.apply, golden mode) and certified against oracle.py. Parameters:
+head_dim, rotary_dim, base, layout and kernel {a1, a2, s1, s2}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.golden.inputs import representable_inputs
+
+PROTOCOL = "gaussian_rope.apply"
+SEED_DOC = "seed document 002 (Gaussian Kernel-enhanced Rotary Position Embedding)"
+ROFORMER = "https://arxiv.org/abs/2104.09864"  # the rotation; the kernel is seed document 002's
+DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}
+
+NOTES = {
+    "DocumentExample": {
+        "bugType": "BASIC",
+        "description": "The seed document's example: dim 64, base 10000, K with a1 = 0.7, a2 = 0.3, "
+        "s1 = 5, s2 = 20, sequences of 128; pairs (x_2i, x_2i+1) as in its formula.",
+        "links": [ROFORMER],
+    },
+    "HalfSplit": {"bugType": "FUNCTIONALITY", "description": "Pairs (j, j + r/2) (rotate_half).",
+                  "links": [ROFORMER]},
+    "Interleaved": {"bugType": "FUNCTIONALITY", "description": "Pairs (2i, 2i+1), as the formula writes.",
+                    "links": [ROFORMER]},
+    "RowOffsets": {"bugType": "FUNCTIONALITY", "description": "Rows at different positions: K(m) must "
+                   "use each token's position, not its index in the sequence.", "links": [ROFORMER]},
+    "KernelUnderflow": {
+        "bugType": "EDGE_CASE",
+        "description": "Positions where K(m) underflows in float64: subnormal from m = 760 and exactly 0 "
+        "from 772 for the document's kernel (the wider term a2 exp(-m^2/800) drops below 2^-1074). The "
+        "expected outputs are the correctly rounded products, subnormals and zeros included; "
+        "implementations in float32 or lower flush much earlier, within the budget's floor.",
+        "links": [ROFORMER],
+    },
+    "WideKernel": {"bugType": "FUNCTIONALITY", "description": "A wide kernel (widths 64 and 1024) at "
+                   "head 128: K stays well above underflow up to thousands of positions.", "links": [ROFORMER]},
+}
+
+
+@dataclass(frozen=True)
+class GaussianTest(TestSpec):
+    positions: tuple = ()
+    heads: int = 2
+
+
+def gaussian_params(head_dim, layout, kernel=DOCUMENT_KERNEL, base=10000.0) -> dict:
+    return {"head_dim": head_dim, "rotary_dim": head_dim, "base": float(base), "layout": layout,
+            "kernel": dict(kernel)}
+
+
+def _t(name, comment, flags, rows):
+    return GaussianTest(name, comment, tuple(flags), tuple(tuple(r) for r in rows))
+
+
+def groups() -> list[GroupSpec]:
+    def document(layout):
+        flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
+        return TestGroupSpec(gaussian_params(64, layout), (
+            _t("prefill-16", "Two sequences at positions 0..15: K falls from 1 to 0.41.",
+               ("DocumentExample", flag), [range(16), range(16)]),
+            _t("decode-127", "The last token of the document's 128-token sequence: K(127) = 1.2e-5.",
+               ("DocumentExample", flag), [[127]]),
+            _t("row-offsets", "Rows at 0..3, 40..43 and 100..103: each row's K from its own positions.",
+               ("DocumentExample", flag, "RowOffsets"), [range(0, 4), range(40, 44), range(100, 104)]),
+        ), SEED_DOC)
+
+    return [
+        GroupSpec(PROTOCOL, "document-interleaved", "The seed document's example in its own pair "
+                  "layout (x_2i, x_2i+1).", (document("interleaved"),)),
+        GroupSpec(PROTOCOL, "document-half", "The seed document's kernel with rotate_half pairs.",
+                  (document("half"),)),
+        GroupSpec(PROTOCOL, "underflow", "The document's kernel where it underflows.", (TestGroupSpec(
+            gaussian_params(64, "half"), (_t("around-772", "Positions 600, 700, 740, 760, 768, 771, 772 "
+                                             "and 1000: K from 1e-196 through subnormals to 0.",
+                                             ("DocumentExample", "HalfSplit", "KernelUnderflow"),
+                                             [[600, 700, 740, 760, 768, 771, 772, 1000]]),), SEED_DOC),)),
+        GroupSpec(PROTOCOL, "wide-kernel", "a1 = a2 = 0.5, s1 = 64, s2 = 1024, head 128.", (TestGroupSpec(
+            gaussian_params(128, "half", {"a1": 0.5, "a2": 0.5, "s1": 64.0, "s2": 1024.0}), (
+                _t("prefill-8", "Positions 0..7.", ("WideKernel", "HalfSplit"), [range(8)]),
+                _t("long", "Positions 100, 1000, 2047, 4095: K from 0.77 to 2e-4.", ("WideKernel", "HalfSplit"),
+                   [[100, 1000, 2047, 4095]]),
+            ), SEED_DOC),)),
+    ]
+
+
+def fresh_groups(draw) -> list:
+    """One case drawn at run time: a kernel, a layout and positions (reference.golden.fresh)."""
+    kernel = {"a1": draw.integer(1, 9) / 10, "a2": draw.integer(1, 9) / 10,
+              "s1": float(draw.integer(2, 64)), "s2": float(draw.integer(16, 512))}
+    layout = draw.choice(("half", "interleaved"))
+    b, s = draw.integer(1, 3), draw.integer(1, 6)
+    rows = [draw.integers(0, 4 * int(kernel["s2"]), s) for _ in range(b)]
+    flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
+    return [TestGroupSpec(gaussian_params(2 * draw.integer(2, 64), layout, kernel), (
+        _t("drawn", f"Drawn at run time: kernel {kernel}, {b} x {s} positions.", (flag,), rows),))]
+
+
+def build_apply(case_id: str, params: dict, test: GaussianTest):
+    positions = np.array(test.positions, dtype=np.int64)
+    b, s = positions.shape
+    x = representable_inputs(case_id, (b, s, test.heads, params["head_dim"]))
+    return {}, {"x": x, "positions": positions}
+
+
+def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
+    from reference import gaussian_rope
+
+    out = gaussian_rope.apply(inputs["x"], inputs["positions"], kernel=params["kernel"],
+                              rotary_dim=params["rotary_dim"], base=params["base"], layout=params["layout"],
+                              backend=backend, mode="golden")
+    return {"expected": np.asarray(out, dtype=np.float64)}
+
+
+def shapes_apply(params: dict, arrays: dict) -> dict:
+    positions = arrays["positions"]
+    if positions.ndim != 2:
+        return {"positions": ("batch", "seq")}
+    shape = arrays["x"].shape if arrays["x"].ndim == 4 else ("batch", "seq", "heads", params["head_dim"])
+    return {"x": shape, "expected": shape}
+
+
+def exact_apply(params: dict, inputs: dict) -> dict:
+    from reference.gaussian_rope import oracle
+
+    return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
+                                           params["layout"], params["kernel"])}
+
+
+_KERNEL = {"type": "object", "additionalProperties": False, "required": ["a1", "a2", "s1", "s2"],
+           "properties": {"a1": {"type": "number", "minimum": 0}, "a2": {"type": "number", "minimum": 0},
+                          "s1": {"type": "number", "exclusiveMinimum": 0},
+                          "s2": {"type": "number", "exclusiveMinimum": 0}}}
+PARAMS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["head_dim", "rotary_dim", "base", "layout", "kernel"],
+    "properties": {
+        "head_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "rotary_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "base": {"type": "number", "exclusiveMinimum": 0},
+        "layout": {"enum": ["half", "interleaved"]},
+        "kernel": _KERNEL,
+    },
+}
+
+PROTOCOLS = {
+    PROTOCOL: VectorProtocol(
+        PROTOCOL, {"x": "float64", "positions": "int64", "expected": "float64"}, ("x", "positions"),
+        PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply, fresh=fresh_groups),
+}
