@@ -7,6 +7,9 @@ probe, per-pair grading and rotation budgets, scaled by K(m) with an underflow f
 (conformance.rope.budgets.amplitude_budgets). Diagnosis (diagnosis.py): the kernel is checked
 first (``kernel-mismatch``), then the rotation with K(m) divided out goes through RoPE's
 diagnosis (layout, pair angles, positions, frequencies).
+
+Protocol ``gaussian_rope.score`` (score.py): ``fn(q, k, q_positions, k_positions, spec)`` returns
+the score form K(n - m) q_m^T R_(n-m) k_n [batch, heads, sq, sk].
 """
 
 from conformance.core.family import Family
@@ -14,7 +17,7 @@ from conformance.gaussian_rope.spec import GaussianRopeSpec
 
 FAMILY = Family(
     name="gaussian_rope",
-    protocols=("apply",),
+    protocols=("apply", "score"),
     codes={
         "kernel-mismatch": "the Gaussian kernel K(m) is wrong: missing, other amplitudes or widths, or "
                            "evaluated at the token index instead of the position",

@@ -5,8 +5,10 @@ HF-style float32 angles (inv_freq = 1 / base ** (arange(0, r, 2) / r), positions
 cos/sin expanded for the case's layout (cat for rotate_half pairs, repeat_interleave for
 (x_2i, x_2i+1) pairs), K(m) in float32 from each token's own position, applied to the whole vector.
 
-Adapter: ``apply`` (gaussian_rope.apply).
+Adapters: ``apply`` (gaussian_rope.apply), ``score`` (gaussian_rope.score: K(n - m) <R_m q, R_n k>).
 """
+
+from dataclasses import replace
 
 import torch
 
@@ -37,3 +39,13 @@ def apply(x, positions, spec):
     x_rot = x[..., :r].float()
     rotated = torch.cat((x_rot * cos + rotate(x_rot) * sin, x[..., r:].float()), dim=-1)
     return (kernel(positions, spec.kernel)[:, :, None, None] * rotated).to(x.dtype)
+
+
+def score(q, k, q_positions, k_positions, spec):
+    """The score form: K(n - m) <R_m q, R_n k>, [batch, heads, sq, sk] (gaussian_rope.score)."""
+    no_kernel = {"a1": 1.0, "a2": 0.0, "s1": float("inf"), "s2": 1.0}  # rotation only
+    plain_spec = replace(spec, kernel=no_kernel)
+    qr, kr = apply(q.float(), q_positions, plain_spec), apply(k.float(), k_positions, plain_spec)
+    dots = torch.einsum("bihd,bjhd->bhij", qr, kr)
+    distance = k_positions[:, None, :] - q_positions[:, :, None]
+    return (kernel(distance, spec.kernel)[:, None] * dots).to(q.dtype)

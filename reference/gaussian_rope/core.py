@@ -82,23 +82,66 @@ def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half",
                                scale_tail=True)
 
 
-def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000.0, layout="half"):
+def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", mode="fast"):
     """The score form K(n - m) q_m^T R_(n-m) k_n, float64 [batch, heads, sq, sk] for q [b, sq, h, d]
-    at positions [b, sq] (m) and k [b, sk, h, d] at [b, sk] (n). Uses <R_m q, R_n k> =
-    q^T R_(n-m) k (RoFormer eq. 16): both rotated by the fast reference, the dot product with
-    math.fsum, times K(n - m)."""
-    from reference import rope
+    at positions [b, sq] (m) and k [b, sk, h, d] at [b, sk] (n); the tail past rotary_dim enters
+    as the plain product. Per pair, q^T R_d k = (q_a k_a + q_b k_b) cos(d theta) + (q_b k_a - q_a k_b)
+    sin(d theta) with d = n - m (RoFormer eq. 16).
 
-    qr = rope.apply(q, q_positions, rotary_dim=rotary_dim, base=base, layout=layout, backend="numpy")
-    kr = rope.apply(k, k_positions, rotary_dim=rotary_dim, base=base, layout=layout, backend="numpy")
-    qp, kp = np.asarray(q_positions), np.asarray(k_positions)
-    nb, sq, nh, _ = qr.shape
-    sk = kr.shape[1]
+    fast: q and k rotated by the fast reference, the dot product with math.fsum, times K(n - m) in
+    float64. golden: each score the nearest double to the exact value (Ziv's loop in mpmath).
+    """
+    check_kernel(kernel)
+    qx, kx = check_x(q), check_x(k)
+    r = resolve_rotary_dim(rotary_dim, qx.shape[3])
+    b = check_base(base)
+    layout = check_layout(layout)
+    qp = check_positions(q_positions, qx.shape[:2])
+    kp = check_positions(k_positions, kx.shape[:2])
+    if kx.shape[0] != qx.shape[0] or kx.shape[2:] != qx.shape[2:]:
+        raise ValueError(f"k: shape {kx.shape} does not match q {qx.shape} (batch, heads, head_dim)")
+    nb, sq, nh, _ = qx.shape
+    sk = kx.shape[1]
     out = np.empty((nb, nh, sq, sk))
+    if check_mode(mode) == "fast":
+        from reference import rope
+
+        qr = rope.apply(qx, qp, rotary_dim=r, base=b, layout=layout, backend="numpy")
+        kr = rope.apply(kx, kp, rotary_dim=r, base=b, layout=layout, backend="numpy")
+        for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
+            out[b_, h, i, j] = kernel_of_distance(int(kp[b_, j]) - int(qp[b_, i]), kernel) * math.fsum(
+                (qr[b_, i, h] * kr[b_, j, h]).tolist())
+        return out
+    table = phase.ladder(r, b)
+    first, second = (np.arange(r // 2), np.arange(r // 2) + r // 2) if layout == "half" else (
+        np.arange(0, r, 2), np.arange(1, r, 2))
+    factor = _factor(kernel)
     for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
-        kern = kernel_of_distance(int(kp[b_, j]) - int(qp[b_, i]), kernel)
-        out[b_, h, i, j] = kern * math.fsum(qr[b_, i, h] * kr[b_, j, h])
+        qv, kv = qx[b_, i, h], kx[b_, j, h]
+        d = int(kp[b_, j]) - int(qp[b_, i])
+        out[b_, h, i, j] = phase._settle(_score_compute(qv, kv, d, table, first, second, r, factor))
     return out
+
+
+def _score_compute(qv, kv, d, table, first, second, r, factor):
+    """compute(prec) for Ziv's loop: K(d) (sum over pairs of q^T R_d k, plus the tail's q . k)."""
+
+    def compute(prec):
+        ulp = mpmath.mpf(2) ** (8 - prec)  # each mpmath operation at prec bits, with margin
+        total, bound = mpmath.mpf(0), mpmath.mpf(0)
+        for i, (a, bb) in enumerate(zip(first, second)):
+            c, s, err = phase._exact_cs(table, d, i, prec)  # err: absolute, on cos and sin
+            qa, qb, ka, kb = (mpmath.mpf(float(v)) for v in (qv[a], qv[bb], kv[a], kv[bb]))
+            total += (qa * ka + qb * kb) * c + (qb * ka - qa * kb) * s
+            bound += (abs(qa) + abs(qb)) * (abs(ka) + abs(kb)) * (2 * err + ulp)
+        for j in range(r, qv.shape[0]):
+            product = mpmath.mpf(float(qv[j])) * mpmath.mpf(float(kv[j]))
+            total += product
+            bound += abs(product) * ulp
+        f = factor(prec, d)
+        return f * total, abs(f) * (bound + abs(total) * ulp)
+
+    return compute
 
 
 def kernel_of_distance(distance: int, params) -> float:

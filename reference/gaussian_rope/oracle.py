@@ -27,3 +27,18 @@ def apply_exact(x, positions, rotary_dim, base, layout, kernel, prec=rope_oracle
             k = kernel_exact(int(pos[b, s]), kernel)
             out[b, s] = [[k * v for v in row] for row in out[b, s]]
     return out
+
+
+def score_exact(q, k, q_positions, k_positions, rotary_dim, base, layout, kernel, prec=rope_oracle.PREC_BITS):
+    """Object array of mpf [b, h, sq, sk]: K(n - m) <R_m q, R_n k>, both rotations exact (the
+    oracle's own, not the reference's pairwise identity)."""
+    qr = rope_oracle.apply_exact(q, q_positions, rotary_dim, base, layout, prec=prec)
+    kr = rope_oracle.apply_exact(k, k_positions, rotary_dim, base, layout, prec=prec)
+    qp, kp = np.asarray(q_positions), np.asarray(k_positions)
+    nb, sq, nh, _ = qr.shape
+    out = np.empty((nb, nh, sq, kr.shape[1]), dtype=object)
+    with mpmath.workprec(prec):
+        for b, h, i, j in np.ndindex(out.shape[0], nh, sq, kr.shape[1]):
+            dot = mpmath.fsum(a * c for a, c in zip(qr[b, i, h], kr[b, j, h]))
+            out[b, h, i, j] = kernel_exact(int(kp[b, j]) - int(qp[b, i]), kernel) * dot
+    return out

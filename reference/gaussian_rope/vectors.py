@@ -1,9 +1,13 @@
-"""Gaussian-kernel RoPE golden vectors: protocol ``gaussian_rope.apply``.
+"""Gaussian-kernel RoPE golden vectors: protocols ``gaussian_rope.apply`` and ``gaussian_rope.score``.
 
 Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
 ``positions`` int64 [b, s], ``expected`` = K(m) R_m x [b, s, h, head_dim], every value correctly
 rounded (reference.gaussian_rope.apply, golden mode) and certified against oracle.py. Parameters:
 head_dim, rotary_dim, base, layout and kernel {a1, a2, s1, s2}.
+
+``gaussian_rope.score``: ``q`` [b, sq, h, head_dim] at ``q_positions`` [b, sq] (m), ``k`` [b, sk, h,
+head_dim] at ``k_positions`` [b, sk] (n), ``expected`` = K(n - m) q_m^T R_(n-m) k_n [b, h, sq, sk],
+correctly rounded (reference.gaussian_rope.score, golden) and certified against oracle.score_exact.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorP
 from reference.golden.inputs import representable_inputs
 
 PROTOCOL = "gaussian_rope.apply"
+SCORE = "gaussian_rope.score"
 SEED_DOC = "seed document 002 (Gaussian Kernel-enhanced Rotary Position Embedding)"
 ROFORMER = "https://arxiv.org/abs/2104.09864"  # the rotation; the kernel is seed document 002's
 DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}
@@ -50,6 +55,7 @@ NOTES = {
 class GaussianTest(TestSpec):
     positions: tuple = ()
     heads: int = 2
+    k_positions: tuple = ()  # score cases: the keys' positions (positions are the queries')
 
 
 def gaussian_params(head_dim, layout, kernel=DOCUMENT_KERNEL, base=10000.0) -> dict:
@@ -62,6 +68,10 @@ def _t(name, comment, flags, rows):
 
 
 def groups() -> list[GroupSpec]:
+    return apply_groups() + score_groups()
+
+
+def apply_groups() -> list[GroupSpec]:
     def document(layout):
         flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
         return TestGroupSpec(gaussian_params(64, layout), (
@@ -90,6 +100,72 @@ def groups() -> list[GroupSpec]:
                    [[100, 1000, 2047, 4095]]),
             ), SEED_DOC),)),
     ]
+
+
+def score_groups() -> list[GroupSpec]:
+    def score_test(name, comment, flags, q_rows, k_rows):
+        return GaussianTest(name, comment, tuple(flags), tuple(map(tuple, q_rows)), 2, tuple(map(tuple, k_rows)))
+
+    return [GroupSpec(SCORE, "document-score", "The score form K(n - m) q^T R_(n-m) k with the seed "
+                      "document's kernel at dim 64.", (TestGroupSpec(gaussian_params(64, "interleaved"), (
+        score_test("square-8", "Queries and keys at positions 0..7: K(n - m) from 1 down to K(7) = 0.545.",
+                   ("DocumentExample", "Interleaved"), [range(8)], [range(8)]),
+        score_test("shifted-2p20", "Queries at 2^20 .. 2^20 + 3, keys at 2^20 - 4 .. 2^20 + 3: the score "
+                   "form depends on n - m only, however large m is.", ("DocumentExample", "Interleaved"),
+                   [range(2**20, 2**20 + 4)], [range(2**20 - 4, 2**20 + 4)]),
+        score_test("far-keys", "One query at 127 against keys 0..3 and 124..127: K(n - m) is about 1e-9 "
+                   "for the far keys (distances 124 to 127), near 1 for the close ones.",
+                   ("DocumentExample", "Interleaved"),
+                   [[127]], [[0, 1, 2, 3, 124, 125, 126, 127]]),
+    ), SEED_DOC),))]
+
+
+def fresh_scores(draw) -> list:
+    """One score case drawn at run time: a kernel, a layout, queries and keys around a random start."""
+    kernel = {"a1": draw.integer(1, 9) / 10, "a2": draw.integer(1, 9) / 10,
+              "s1": float(draw.integer(2, 64)), "s2": float(draw.integer(16, 512))}
+    layout = draw.choice(("half", "interleaved"))
+    start, sq, sk = draw.integer(0, 2**20), draw.integer(1, 4), draw.integer(1, 6)
+    q_rows = [draw.integers(start, start + 64, sq)]
+    k_rows = [draw.integers(start, start + 64, sk)]
+    flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
+    test = GaussianTest("drawn", f"Drawn at run time: kernel {kernel}, {sq} queries and {sk} keys near {start}.",
+                        (flag,), tuple(map(tuple, q_rows)), 2, tuple(map(tuple, k_rows)))
+    return [TestGroupSpec(gaussian_params(2 * draw.integer(2, 32), layout, kernel), (test,))]
+
+
+def build_score(case_id: str, params: dict, test: GaussianTest):
+    qp = np.array(test.positions, dtype=np.int64)
+    kp = np.array(test.k_positions, dtype=np.int64)
+    q = representable_inputs(case_id, (qp.shape[0], qp.shape[1], test.heads, params["head_dim"]), "q")
+    k = representable_inputs(case_id, (kp.shape[0], kp.shape[1], test.heads, params["head_dim"]), "k")
+    return {}, {"q": q, "k": k, "q_positions": qp, "k_positions": kp}
+
+
+def compute_score(params: dict, inputs: dict, backend: str) -> dict:
+    from reference import gaussian_rope
+
+    out = gaussian_rope.score(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
+                              kernel=params["kernel"], rotary_dim=params["rotary_dim"], base=params["base"],
+                              layout=params["layout"], mode="golden")
+    return {"expected": np.asarray(out, dtype=np.float64)}
+
+
+def shapes_score(params: dict, arrays: dict) -> dict:
+    qp, kp = arrays["q_positions"], arrays["k_positions"]
+    if qp.ndim != 2 or kp.ndim != 2:
+        return {"q_positions": ("batch", "sq"), "k_positions": ("batch", "sk")}
+    heads = arrays["q"].shape[2] if arrays["q"].ndim == 4 else "heads"
+    d = params["head_dim"]
+    return {"q": (qp.shape[0], qp.shape[1], heads, d), "k": (kp.shape[0], kp.shape[1], heads, d),
+            "expected": (qp.shape[0], heads, qp.shape[1], kp.shape[1])}
+
+
+def exact_score(params: dict, inputs: dict) -> dict:
+    from reference.gaussian_rope import oracle
+
+    return {"expected": oracle.score_exact(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
+                                           params["rotary_dim"], params["base"], params["layout"], params["kernel"])}
 
 
 def fresh_groups(draw) -> list:
@@ -156,4 +232,8 @@ PROTOCOLS = {
     PROTOCOL: VectorProtocol(
         PROTOCOL, {"x": "float64", "positions": "int64", "expected": "float64"}, ("x", "positions"),
         PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply, fresh=fresh_groups),
+    SCORE: VectorProtocol(
+        SCORE, {"q": "float64", "k": "float64", "q_positions": "int64", "k_positions": "int64",
+                "expected": "float64"}, ("q", "k", "q_positions", "k_positions"),
+        PARAMS_SCHEMA, build_score, compute_score, shapes_score, exact_score, fresh=fresh_scores),
 }

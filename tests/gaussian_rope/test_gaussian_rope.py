@@ -90,3 +90,26 @@ def test_kernel_of_the_token_index_is_a_kernel_mismatch():
     assert any("token index" in d.message for c in failing for d in c.diagnoses)
     passing = {c.id for c in report.cases if c.verdict in ("pass", "acceptable")}
     assert any(i.endswith("prefill-16") for i in passing)  # index == position there
+
+
+def test_score_golden_is_correctly_rounded_and_shift_invariant():
+    rng = np.random.default_rng(11)
+    q, k = rng.standard_normal((1, 2, 1, 10)), rng.standard_normal((1, 3, 1, 10))
+    qp, kp = np.array([[0, 5]]), np.array([[0, 3, 9]])
+    out = g.score(q, k, qp, kp, kernel=K, rotary_dim=8, mode="golden")
+    exact = oracle.score_exact(q, k, qp, kp, 8, 1e4, "half", K)
+    assert [nearest_double(e) for e in exact.reshape(-1)] == out.reshape(-1).tolist()
+    shifted = g.score(q, k, qp + 2**20, kp + 2**20, kernel=K, rotary_dim=8, mode="golden")
+    assert np.max(np.abs(shifted - out)) <= 4 * 2.0**-53 * np.max(np.abs(out))
+
+
+def test_score_protocol_passes_the_correct_example_and_names_the_absolute_kernels():
+    good = run_conformance(f"{EXAMPLES / 'gaussian_rope_torch.py'}:score", "gaussian_rope.score",
+                           dtypes=("float32", "bfloat16", "float16"), seed=3, timeout=60.0)
+    assert good.summary()["overall"] == "pass"
+    assert any("/fresh-3/" in c.id for c in good.cases)
+    bad = run_conformance(f"{EXAMPLES / 'buggy' / 'absolute_kernels_in_score.py'}:score", "gaussian_rope.score",
+                          dtypes=("float32",), fresh=False, timeout=60.0)
+    failing = [c for c in bad.cases if c.verdict == "fail"]
+    assert failing and all(any("K(m) K(n)" in d.message for d in c.diagnoses) for c in failing)
+    assert all("n - m = " in c.worst_location for c in failing)  # the worst score named by its distance

@@ -1,0 +1,156 @@
+"""Protocol ``gaussian_rope.score``: ``fn(q, k, q_positions, k_positions, spec) -> scores``.
+
+q [batch, sq, heads, head_dim] at q_positions int64 [batch, sq] (m), k [batch, sk, heads, head_dim]
+at k_positions [batch, sk] (n), in the dtype under test; the scores [batch, heads, sq, sk] are the
+score form K(n - m) q_m^T R_(n-m) k_n (seed document 002), graded against the reference applied to
+the dtype-rounded inputs.
+
+Budget per score (docs/tolerance.md, section 11): K(n - m) times the error a rotation of q and a
+rotation of k may carry (RoPE's rotation budget per pair, times the other vector's pair magnitude,
+both elements), plus a dot product of head_dim terms accumulated with unit roundoff u_tab
+(head_dim u_tab sum |q_j k_j|), plus the kernel's own error at the distance (u_tab A(n - m) times
+the unscaled score), plus a subnormal floor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
+                                      torch_dtype)
+from conformance.gaussian_rope.spec import spec_of
+from conformance.results import Diagnosis
+from conformance.rope import budgets
+from reference import gaussian_rope, rope
+
+
+def plain_scores(q, k, qp, kp, spec) -> np.ndarray:
+    """<R_m q, R_n k> [b, h, sq, sk] in float64, no kernel."""
+    qr = rope.apply(q, qp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
+    kr = rope.apply(k, kp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
+    return np.einsum("bihd,bjhd->bhij", qr, kr)
+
+
+def distances(qp, kp) -> np.ndarray:
+    """n - m [b, sq, sk]."""
+    return np.asarray(kp, dtype=np.int64)[:, None, :] - np.asarray(qp, dtype=np.int64)[:, :, None]
+
+
+class GaussianRopeScore(Protocol):
+    name = "gaussian_rope.score"
+    family = "gaussian_rope"
+    signature = "fn(q, k, q_positions, k_positions, spec) -> scores [batch, heads, sq, sk]"
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        args, inputs, watched = [], {}, {}
+        for role in ("q", "k"):
+            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.float64)).to(device=device,
+                                                                                  dtype=torch_dtype(dtype))
+            inputs[role] = t.detach().to("cpu", torch.float64).numpy()
+            watched[role] = (t, t.clone())
+            args.append(t)
+        for role in ("q_positions", "k_positions"):
+            p = np.array(case.arrays[role], dtype=np.int64)
+            t = torch.from_numpy(p.copy()).to(device)
+            inputs[role] = p
+            watched[role] = (t, t.clone())
+            args.append(t)
+        return Prepared((*args, spec), inputs, watched, dtype, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        q, k = prepared.inputs_f64["q"], prepared.inputs_f64["k"]
+        qp, kp = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"]
+        shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+        out, problems, got = check_tensor(value, "the scores", shape, prepared.dtype, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        kern = gaussian_rope.kernel(distances(qp, kp), dict(spec.kernel))  # [b, sq, sk]
+        plain = plain_scores(q, k, qp, kp, spec)
+        ref = kern[:, None] * plain
+        bad = nonfinite_problem(out, ref, "the scores")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        dist = distances(qp, kp)
+        for profile in tolerance.PROFILES:
+            budget = self.budget(q, k, qp, kp, spec, kern, plain, prepared.dtype, profile)
+            r = tolerance.ratio(err, budget)
+            graded.ratio[profile] = finite_max(r)
+            graded.worst_index[profile] = argmax_index(r)
+            graded.mismatch[profile] = over_budget(r) + ("scores",)
+            by_distance = lambda a: np.moveaxis(a, 1, -1).reshape(1, -1, a.shape[1])  # noqa: E731
+            graded.curve[profile] = per_position_curve(
+                dist.reshape(1, -1), token_max(by_distance(err)), token_max(by_distance(budget)),
+                ratio_max(by_distance(r)))
+        return graded
+
+    @staticmethod
+    def budget(q, k, qp, kp, spec, kern, plain, dtype, profile) -> np.ndarray:
+        r = spec.rotary_dim
+        first, second = rope.pair_indices(r, spec.layout)
+        theta = rope.inv_freq(r, spec.base)
+
+        def pair_parts(x, pos):
+            mag = np.abs(x[..., first]) + np.abs(x[..., second])  # [b, s, h, r/2]
+            phi = np.abs(np.asarray(pos, dtype=np.float64))[:, :, None, None] * theta
+            return mag, budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+
+        qm, qb = pair_parts(q, qp)
+        km, kb = pair_parts(k, kp)
+        rotation = 2 * (np.einsum("bihp,bjhp->bhij", qb, km) + np.einsum("bihp,bjhp->bhij", qm, kb))
+        u = tolerance.table_roundoff(dtype, profile)
+        terms = np.einsum("bihd,bjhd->bhij", np.abs(q), np.abs(k))
+        dot = q.shape[3] * u * terms
+        amp_err = np.zeros(kern.shape)
+        dist = distances(qp, kp).astype(np.float64)
+        kp_ = dict(spec.kernel)
+        for a, s in ((kp_["a1"], kp_["s1"]), (kp_["a2"], kp_["s2"])):
+            z = dist * dist / (2.0 * s * s)
+            amp_err += a * np.exp(-z) * (3.0 * z + 5.0)
+        floor = tolerance.SMALLEST_SUBNORMAL[dtype] * (1.0 + terms)
+        return kern[:, None] * (rotation + dot) + u * amp_err[:, None] * np.abs(plain) + floor
+
+    def locate(self, case, spec, prepared, index) -> str:
+        b, h, i, j = index
+        m = int(prepared.inputs_f64["q_positions"][b, i])
+        n = int(prepared.inputs_f64["k_positions"][b, j])
+        return f"batch row {b}, head {h}, query {i} (position {m}), key {j} (position {n}), n - m = {n - m}"
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        q, k = prepared.inputs_f64["q"], prepared.inputs_f64["k"]
+        qp, kp = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"]
+        out = graded.output_f64
+        if out is None or not np.all(np.isfinite(out)):
+            return []
+        plain = plain_scores(q, k, qp, kp, spec)
+        kern = dict(spec.kernel)
+        km = gaussian_rope.kernel(np.asarray(qp), kern)[:, :, None]
+        kn = gaussian_rope.kernel(np.asarray(kp), kern)[:, None, :]
+        truth = gaussian_rope.kernel(distances(qp, kp), kern)
+        candidates = (
+            ("K(m) K(n): the absolute form's kernels on the score instead of K(n - m)", km * kn),
+            ("the kernel is missing (K = 1)", np.ones(truth.shape)),
+            ("K(n - m) squared (the kernel applied to both q and k)", truth * truth),
+        )
+        base = np.linalg.norm(out - truth[:, None] * plain)
+        for message, cand in candidates:
+            model = cand[:, None] * plain
+            fit = np.linalg.norm(out - model) / max(np.linalg.norm(model), 1e-300)
+            if fit <= 1e-2 and np.linalg.norm(out - model) <= 0.1 * base:
+                return [Diagnosis("kernel-mismatch", message)]
+        return []
+
+
+PROTOCOL = GaussianRopeScore()
