@@ -16,6 +16,21 @@ from conformance.rope.apply import RopeApply
 from reference import gaussian_rope
 
 
+def kernel_error(m, kernel) -> np.ndarray:
+    """A(m) with |dK(m)| <= u A(m) for K computed with unit roundoff u: sum_j t_j (3 z_j + 5),
+    t_j = a_j exp(-z_j), z_j = m^2 / (2 s_j^2). z_j computed with three roundings errs by 3u z_j
+    (absolute), which exp turns into a relative error of 3u z_j, plus the exponential (2u), the
+    product by a_j (u), the sum and a margin (2u). The exponent's error is what dominates far from
+    the centre: at m = 127 with s1 = 5, z_1 = 322."""
+    k = dict(kernel)
+    m = np.asarray(m, dtype=np.float64)
+    out = np.zeros(m.shape)
+    for a, s in ((k["a1"], k["s1"]), (k["a2"], k["s2"])):
+        z = m * m / (2.0 * s * s)
+        out += a * np.exp(-z) * (3.0 * z + 5.0)
+    return out
+
+
 class GaussianRopeApply(RopeApply):
     name = "gaussian_rope.apply"
     family = "gaussian_rope"
@@ -29,17 +44,7 @@ class GaussianRopeApply(RopeApply):
         return gaussian_rope.kernel(np.asarray(positions), dict(spec.kernel))
 
     def amplitude_error(self, positions, spec):
-        """sum_j t_j (3 z_j + 5), t_j = a_j exp(-z_j), z_j = m^2 / (2 s_j^2): z_j computed with three
-        roundings errs by 3u z_j (absolute), which exp turns into a relative error of 3u z_j, plus
-        the exponential (2u), the product by a_j (u), the sum and a margin (2u). The exponent's
-        error is what dominates far from the centre: at m = 127, z_1 = 322."""
-        k = dict(spec.kernel)
-        m = np.asarray(positions, dtype=np.float64)
-        out = np.zeros(m.shape)
-        for a, s in ((k["a1"], k["s1"]), (k["a2"], k["s2"])):
-            z = m * m / (2.0 * s * s)
-            out += a * np.exp(-z) * (3.0 * z + 5.0)
-        return out
+        return kernel_error(positions, spec.kernel)
 
     def reference(self, prepared, spec, layout: str) -> np.ndarray:
         amp = self.amplitude(prepared.inputs_f64["positions"], spec)

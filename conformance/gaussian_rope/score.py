@@ -21,6 +21,7 @@ from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
                                       torch_dtype)
+from conformance.gaussian_rope.apply import kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
 from conformance.rope import budgets
@@ -113,12 +114,7 @@ class GaussianRopeScore(Protocol):
         u = tolerance.table_roundoff(dtype, profile)
         terms = np.einsum("bihd,bjhd->bhij", np.abs(q), np.abs(k))
         dot = q.shape[3] * u * terms
-        amp_err = np.zeros(kern.shape)
-        dist = distances(qp, kp).astype(np.float64)
-        kp_ = dict(spec.kernel)
-        for a, s in ((kp_["a1"], kp_["s1"]), (kp_["a2"], kp_["s2"])):
-            z = dist * dist / (2.0 * s * s)
-            amp_err += a * np.exp(-z) * (3.0 * z + 5.0)
+        amp_err = kernel_error(distances(qp, kp), spec.kernel)
         floor = tolerance.SMALLEST_SUBNORMAL[dtype] * (1.0 + terms)
         return kern[:, None] * (rotation + dot) + u * amp_err[:, None] * np.abs(plain) + floor
 
