@@ -39,7 +39,7 @@ def kernel_mp(m, kernel):
 def _factor(kernel):
     cache: dict = {}
 
-    def factor(prec, m):
+    def factor(prec, m, i=None):  # K(m): the same for every pair and the tail
         key = (prec, m)
         if key not in cache:
             with mpmath.workprec(prec):
@@ -138,7 +138,7 @@ def _score_compute(qv, kv, d, table, first, second, r, factor):
             product = mpmath.mpf(float(qv[j])) * mpmath.mpf(float(kv[j]))
             total += product
             bound += abs(product) * ulp
-        f = factor(prec, d)
+        f = factor(prec, d, None)
         return f * total, abs(f) * (bound + abs(total) * ulp)
 
     return compute

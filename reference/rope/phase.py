@@ -479,17 +479,16 @@ def _fix_rotate(out, original, flags, m, table, r, layout):
 
 
 def scaled_cos_sin(m, table, factor, backend, mode):
-    """(f cos, f sin) of m * theta_i for an amplitude f = factor(prec, m) (an mpf; it may depend on
-    the position m, see ``scaled_rotate``).
+    """(f cos, f sin) of m * theta_i for an amplitude f = factor(prec, m, i) (an mpf; it may depend
+    on the position m and the pair i, see ``scaled_rotate``).
 
     fast: the fast cos/sin times float64(f) (within 1.5 ulp more). golden: each value the nearest
     double to the exact f cos (f sin), evaluated here in mpmath (Ziv's loop)."""
     flat = m.reshape(-1)
     if mode == "fast":
-        f = np.array([_to_double(factor(PREC_BITS, int(p))) for p in flat])
+        f = _fast_factors(factor, flat, table.count).reshape(m.shape + (table.count,))
         c, s = _cos_sin(m, table, backend, "fast")
-        shape = m.shape + (1,)
-        return c * f.reshape(shape), s * f.reshape(shape)
+        return c * f, s * f
     c = np.empty((flat.size, table.count))
     s = np.empty_like(c)
     for t in range(flat.size):
@@ -501,16 +500,24 @@ def scaled_cos_sin(m, table, factor, backend, mode):
 
 
 def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail=False):
-    """f times the rotation of ``_rotate``, f = factor(prec, m) an mpf amplitude per position m.
-    The tail past r is copied as is, or (scale_tail) multiplied by f too (Gaussian-kernel RoPE
-    scales the whole vector, an attention factor only cos and sin). golden: every output the
-    nearest double to the exact product, subnormals included."""
+    """f times the rotation of ``_rotate``, f = factor(prec, m, i) an mpf amplitude per position m
+    and pair i (i None: the tail). The tail past r is copied as is, or (scale_tail) multiplied by
+    factor(prec, m, None) (Gaussian-kernel RoPE scales the whole vector, an attention factor only
+    cos and sin, xPos each pair by its own zeta_i). golden: every output the nearest double to
+    the exact product, subnormals included."""
     m = np.asarray(m)
     if mode == "fast":
-        f = np.array([[_to_double(factor(PREC_BITS, int(p))) for p in row] for row in m]).reshape(m.shape)
+        from .layouts import pair_indices
+
+        flat = m.reshape(-1)
+        f = _fast_factors(factor, flat, r // 2).reshape(m.shape + (r // 2,))
         rotated = _rotate(out, m, table, r, layout, backend, "fast")
-        width = rotated.shape[3] if scale_tail else r
-        rotated[..., :width] *= f[:, :, None, None]
+        first, second = pair_indices(r, layout)
+        rotated[..., first] *= f[:, :, None, :]
+        rotated[..., second] *= f[:, :, None, :]
+        if scale_tail and rotated.shape[3] > r:
+            tail = np.array([_to_double(factor(PREC_BITS, int(p), None)) for p in flat]).reshape(m.shape)
+            rotated[..., r:] *= tail[:, :, None, None]
         return rotated
     half = r // 2
     for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
@@ -520,7 +527,7 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
             a, b = float(out[bi, si, h, j0]), float(out[bi, si, h, j1])
             if not (math.isfinite(a) and math.isfinite(b)):
                 c, s = _cos_sin(np.array([pos]), table, backend, "golden")
-                f = _to_double(factor(PREC_BITS, pos))
+                f = _to_double(factor(PREC_BITS, pos, i))
                 out[bi, si, h, j0], out[bi, si, h, j1] = f * (a * c[0, i] - b * s[0, i]), f * (a * s[0, i] + b * c[0, i])
                 continue
             out[bi, si, h, j0] = _settle(_scaled(factor, table, pos, i, a, -b))
@@ -528,9 +535,20 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
         if scale_tail:
             for j in range(r, out.shape[3]):
                 v = float(out[bi, si, h, j])
-                out[bi, si, h, j] = (_to_double(factor(PREC_BITS, pos)) * v if not math.isfinite(v)
-                                     else _settle(lambda prec, v=v, pos=pos: (factor(prec, pos) * mpmath.mpf(v),
+                out[bi, si, h, j] = (_to_double(factor(PREC_BITS, pos, None)) * v if not math.isfinite(v)
+                                     else _settle(lambda prec, v=v, pos=pos: (factor(prec, pos, None) * mpmath.mpf(v),
                                                                               abs(v) * mpmath.mpf(2) ** (8 - prec))))
+    return out
+
+
+def _fast_factors(factor, flat, pairs):
+    """float64 [len(flat), pairs]: factor(PREC_BITS, m, i) rounded, once per distinct (m, i)."""
+    out = np.empty((flat.size, pairs))
+    seen: dict = {}
+    for t, p in enumerate(flat.tolist()):
+        if p not in seen:
+            seen[p] = [_to_double(factor(PREC_BITS, p, i)) for i in range(pairs)]
+        out[t] = seen[p]
     return out
 
 
@@ -539,7 +557,7 @@ def _scaled(factor, table, m, i, u, v):
 
     def compute(prec):
         cv, sv, err = _exact_cs(table, m, i, prec)
-        f = factor(prec, m)
+        f = factor(prec, m, i)
         return f * (mpmath.mpf(u) * cv + mpmath.mpf(v) * sv), abs(f) * (abs(u) + abs(v) + 1) * err * 2
 
     return compute

@@ -68,7 +68,7 @@ def scaled_table(rotary_dim, base=10000.0, scaling=None, seq_len=None):
 
     cache = {}
 
-    def factor(prec, m=None):  # the same for every position m
+    def factor(prec, m=None, i=None):  # the same for every position and pair
         if prec not in cache:
             with mpmath.workprec(prec):
                 cache[prec] = scaling_types.exact(rope_type, params, r, b, n)[1]

@@ -1,0 +1,163 @@
+"""Protocol ``xpos.apply``: ``fn(q, k, positions, spec) -> (q_out, k_out)``, graded up to a common
+centring.
+
+q, k [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq] shared by
+both. Grading:
+1. the centring c is fitted: per pair, half the difference of log(|q_out| / |q_0|) and
+   log(|k_out| / |k_0|) (q_0, k_0: the reference with c = 0) is -(c / B) ln zeta_i; c is the median
+   over the pairs whose |ln zeta_i| >= 0.05, snapped to a multiple of 1/2 within 1e-3;
+2. q and k are graded against the reference centred at c (reference.xpos), per pair, with RoPE's
+   rotation budget times the pair's scale, plus the scale's own error u_tab s (3 |e ln zeta| + 4)
+   (the exponent e = (m - c)/B rounded once, the power, its product), plus a subnormal floor
+   (docs/tolerance.md, section 12).
+The report notes the centring found.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
+                                      torch_dtype)
+from conformance.rope import budgets
+from conformance.xpos.spec import spec_of
+from reference import rope, xpos
+
+
+def reference(q, k, positions, spec, centre=0.0):
+    return xpos.apply(q, k, positions, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout,
+                      scale_base=spec.scale_base, gamma=spec.gamma, centre=centre, backend="numpy")
+
+
+def pair_norms(x, spec):
+    first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+    return np.hypot(x[..., first], x[..., second])
+
+
+def fit_centre(q, k, qo, ko, positions, spec):
+    """The common centring c that best explains the outputs' scales, or None."""
+    q0, k0 = reference(q, k, positions, spec)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lq = np.log(pair_norms(qo, spec) / pair_norms(q0, spec))
+        lk = np.log(pair_norms(ko, spec) / pair_norms(k0, spec))
+    half = 0.5 * (lq - lk)  # [b, s, h, r/2]: -(c / B) ln zeta_i
+    lnz = np.log(xpos.zeta(spec.rotary_dim, spec.gamma))
+    estimates = []
+    for i in np.flatnonzero(np.abs(lnz) >= 0.05):
+        v = half[..., i]
+        v = v[np.isfinite(v)]
+        if v.size:
+            estimates.append(-spec.scale_base * float(np.median(v)) / lnz[i])
+    if not estimates:
+        return None
+    c = float(np.median(estimates))
+    snapped = round(2 * c) / 2
+    return snapped if abs(snapped - c) <= 1e-3 * max(1.0, abs(c)) else c
+
+
+class XposApply(Protocol):
+    name = "xpos.apply"
+    family = "xpos"
+    signature = "fn(q, k, positions, spec) -> (q_out, k_out), each like q"
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        args, inputs, watched = [], {}, {}
+        for role in ("q", "k"):
+            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.float64)).to(device=device,
+                                                                                  dtype=torch_dtype(dtype))
+            inputs[role] = t.detach().to("cpu", torch.float64).numpy()
+            watched[role] = (t, t.clone())
+            args.append(t)
+        pos = np.array(case.arrays["positions"], dtype=np.int64)
+        pos_t = torch.from_numpy(pos.copy()).to(device)
+        inputs["positions"] = pos
+        watched["positions"] = (pos_t, pos_t.clone())
+        return Prepared((*args, pos_t, spec), inputs, watched, dtype, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        q, k, pos = (prepared.inputs_f64[r] for r in ("q", "k", "positions"))
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            outs, problems, got = [None, None], [], None
+            from conformance.results import Diagnosis
+
+            problems.append(Diagnosis("shape-changed", f"expected a pair (q_out, k_out), got {type(value).__name__}"))
+        else:
+            checked = [check_tensor(v, f"the {w}", q.shape, prepared.dtype, prepared.device)
+                       for v, w in zip(value, ("query", "key"))]
+            outs = [c[0] for c in checked]
+            problems = checked[0][1] + checked[1][1]
+            got = checked[0][2]
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_dtype=got)
+        if outs[0] is None or outs[1] is None:
+            return graded
+        qo, ko = outs
+        graded.output_f64 = np.stack([qo, ko])
+        centre = fit_centre(q, k, qo, ko, pos, spec) or 0.0
+        qr, kr = reference(q, k, pos, spec, centre)
+        ref = np.stack([qr, kr])
+        bad = nonfinite_problem(graded.output_f64, ref, "the (q_out, k_out) pair")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(graded.output_f64, ref)
+        graded.max_abs_error = finite_max(err)
+        note = [f"centring c = {centre:g} found (common to q and k; it cancels in q . k)"] if centre else []
+        for profile in tolerance.PROFILES:
+            budget = np.stack([self.budget(x, pos, spec, centre, sign, prepared.dtype, profile)
+                               for x, sign in ((q, 1), (k, -1))])
+            r = tolerance.ratio(err, budget)
+            graded.ratio[profile] = finite_max(r)
+            graded.worst_index[profile] = argmax_index(r)
+            graded.mismatch[profile] = over_budget(r) + ("values",)
+            both = np.concatenate([r[0], r[1]], axis=2)  # [b, s, 2h, d]: per token over q and k
+            graded.curve[profile] = per_position_curve(pos, token_max(np.concatenate([err[0], err[1]], axis=2)),
+                                                       token_max(np.concatenate([budget[0], budget[1]], axis=2)),
+                                                       ratio_max(both))
+            if note:
+                graded.notes[profile] = list(note)
+        return graded
+
+    @staticmethod
+    def budget(x, positions, spec, centre, sign, dtype, profile) -> np.ndarray:
+        r = spec.rotary_dim
+        first, second = rope.pair_indices(r, spec.layout)
+        mag = np.abs(x[..., first]) + np.abs(x[..., second])
+        theta = rope.inv_freq(r, spec.base)
+        phi = np.abs(np.asarray(positions, dtype=np.float64))[:, :, None, None] * theta
+        lnz = np.log(xpos.zeta(r, spec.gamma))
+        e = sign * (np.asarray(positions, dtype=np.float64) - centre)[:, :, None, None] / spec.scale_base
+        scale = np.exp(e * lnz)
+        u = tolerance.table_roundoff(dtype, profile)
+        pair = (scale * budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+                + u * scale * (3.0 * np.abs(e * lnz) + 4.0) * mag
+                + tolerance.SMALLEST_SUBNORMAL[dtype] * (1.0 + mag))
+        out = np.empty(x.shape)
+        out[..., first] = pair
+        out[..., second] = pair
+        out[..., r:] = tolerance.passthrough_budget(x[..., r:], dtype, profile)
+        return out
+
+    def locate(self, case, spec, prepared, index) -> str:
+        which, b, s, h, d = index
+        m = int(prepared.inputs_f64["positions"][b, s])
+        first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+        pair = int(np.flatnonzero((first == d) | (second == d))[0]) if d < spec.rotary_dim else None
+        where = f"{('query', 'key')[which]}, batch row {b}, position {m} (token {s}), head {h}, dim {d}"
+        return where + (f" (pair {pair})" if pair is not None else " (past rotary_dim)")
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.xpos import diagnosis
+
+        return diagnosis.diagnose(spec, prepared, graded, dtype)
+
+
+PROTOCOL = XposApply()

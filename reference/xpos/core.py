@@ -1,0 +1,75 @@
+"""xPos: zeta, the scale exponent and apply (see __init__)."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+
+from reference.rope import phase
+from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
+                                      check_x, resolve_rotary_dim)
+
+
+def _check(scale_base, gamma, centre):
+    for name, v in (("scale_base", scale_base), ("gamma", gamma), ("centre", centre)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{name}: must be a finite number, got {v!r}")
+    if scale_base <= 0 or gamma <= 0:
+        raise ValueError(f"{'scale_base' if scale_base <= 0 else 'gamma'}: must be > 0")
+    return float(scale_base), float(gamma), float(centre)
+
+
+def zeta_mp(i, rotary_dim, gamma):
+    r = mpmath.mpf(int(rotary_dim))
+    g = mpmath.mpf(float(gamma))
+    return (2 * i + g * r) / ((1 + g) * r)
+
+
+def zeta(rotary_dim, gamma=0.4) -> np.ndarray:
+    """zeta_i = (2i + gamma r) / ((1 + gamma) r), float64 [r/2], correctly rounded."""
+    with mpmath.workprec(200):
+        return np.array([float(zeta_mp(i, rotary_dim, gamma)) for i in range(int(rotary_dim) // 2)])
+
+
+def scale_exponent(positions, scale_base=512.0, centre=0.0) -> np.ndarray:
+    """(m - c) / B for the query; the key uses its negative."""
+    m = np.asarray(positions, dtype=np.float64)
+    return (m - float(centre)) / float(scale_base)
+
+
+def _factor(rotary_dim, scale_base, gamma, centre, sign):
+    cache: dict = {}
+
+    def factor(prec, m, i):
+        key = (prec, m, i)
+        if key not in cache:
+            with mpmath.workprec(prec):
+                e = sign * (mpmath.mpf(int(m)) - mpmath.mpf(centre)) / mpmath.mpf(scale_base)
+                cache[key] = mpmath.mpf(1) if i is None else zeta_mp(i, rotary_dim, gamma) ** e
+        return cache[key]
+
+    return factor
+
+
+def apply(q, k, positions, *, rotary_dim=None, base=10000.0, layout="interleaved", scale_base=512.0, gamma=0.4,
+          centre=0.0, backend="cpu", mode="fast"):
+    """(q_out, k_out), float64 [batch, seq, heads, head_dim] each: pair i of q at position m turned
+    by m theta_i and scaled by zeta_i^((m - c)/B), of k scaled by zeta_i^(-(m - c)/B); the tail past
+    rotary_dim is passed through. fast: the fast rotation times the float64 scale; golden: each
+    output the nearest double to the exact product (Ziv's loop), over- and underflow included."""
+    scale_base, gamma, centre = _check(scale_base, gamma, centre)
+    qx, kx = check_x(q), check_x(k)
+    if qx.shape != kx.shape:
+        raise ValueError(f"k: shape {kx.shape} differs from q's {qx.shape}")
+    r = resolve_rotary_dim(rotary_dim, qx.shape[3])
+    layout = check_layout(layout)
+    m = check_positions(positions, qx.shape[:2])
+    backend, mode = check_backend(backend), check_mode(mode)
+    table = phase.ladder(r, check_base(base))
+    out = []
+    for x, sign in ((qx, 1), (kx, -1)):
+        factor = _factor(r, scale_base, gamma, centre, sign)
+        out.append(phase.scaled_rotate(x, m, table, factor, r, layout, backend, mode))
+    return tuple(out)
