@@ -1,0 +1,24 @@
+"""The ``spec`` of an M-RoPE case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MropeSpec:
+    """head_dim, rotary_dim, base, layout ("half": rotate_half, as both models), mrope_section
+    (three pair counts for t, h, w) and variant ("qwen2": consecutive sections of one ladder;
+    "qwen3": interleaved)."""
+
+    head_dim: int
+    rotary_dim: int
+    base: float
+    layout: str
+    mrope_section: tuple
+    variant: str
+
+
+def spec_of(params) -> MropeSpec:
+    return MropeSpec(int(params["head_dim"]), int(params["rotary_dim"]), float(params["base"]), str(params["layout"]),
+                     tuple(int(v) for v in params["mrope_section"]), str(params["variant"]))

@@ -1,0 +1,143 @@
+"""M-RoPE golden vectors: protocol ``mrope.apply``.
+
+Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
+``positions`` int64 [3, b, s] (t, h, w), ``expected`` [b, s, h, head_dim], every value correctly
+rounded (reference.mrope.apply, golden) and certified against oracle.py. Parameters: head_dim,
+rotary_dim, base, layout, mrope_section, variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.golden.inputs import representable_inputs
+
+PROTOCOL = "mrope.apply"
+QWEN2_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen2_vl/modeling_qwen2_vl.py"
+QWEN3_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_vl/modeling_qwen3_vl.py"
+
+NOTES = {
+    "Qwen2VL": {"bugType": "BASIC", "description": "Qwen2-VL: head 128, rope_theta 1e6, mrope_section [16, 24, 24] "
+                "slicing one ladder (pairs 0-15 t, 16-39 h, 40-63 w), rotate_half.", "links": [QWEN2_VL]},
+    "Qwen3VL": {"bugType": "BASIC", "description": "Qwen3-VL: head 128, rope_theta 5e6, mrope_section [24, 20, 20] "
+                "interleaved (pair i reads h for i % 3 == 1, w for i % 3 == 2, t otherwise, within the "
+                "sections), rotate_half.", "links": [QWEN3_VL]},
+    "TextOnly": {"bugType": "BASIC", "description": "Text tokens: t = h = w, where M-RoPE is 1-D RoPE.",
+                 "links": [QWEN2_VL]},
+    "ImageBlock": {"bugType": "FUNCTIONALITY", "description": "Text, then an image block whose tokens have "
+                   "t = start, h = start + row, w = start + column, then text resuming at max + 1 (the "
+                   "get_rope_index rule).", "links": [QWEN2_VL]},
+}
+
+
+@dataclass(frozen=True)
+class MropeTest(TestSpec):
+    positions: tuple = ()  # (t rows, h rows, w rows)
+    heads: int = 2
+
+
+def mrope_params(section, variant, base) -> dict:
+    return {"head_dim": 128, "rotary_dim": 128, "base": float(base), "layout": "half",
+            "mrope_section": list(section), "variant": variant}
+
+
+def image_block(text_before=3, rows=2, cols=3, text_after=2):
+    """(t, h, w) of text, an image of rows x cols tokens, text: get_rope_index's rule."""
+    t, h, w = list(range(text_before)), list(range(text_before)), list(range(text_before))
+    start = text_before
+    for r in range(rows):
+        for c in range(cols):
+            t.append(start)
+            h.append(start + r)
+            w.append(start + c)
+    nxt = max(max(t), max(h), max(w)) + 1
+    for j in range(text_after):
+        t.append(nxt + j)
+        h.append(nxt + j)
+        w.append(nxt + j)
+    return (tuple(t),), (tuple(h),), (tuple(w),)
+
+
+def _t(name, comment, flags, streams3):
+    return MropeTest(name, comment, tuple(flags), tuple(streams3))
+
+
+def _group(name, section, variant, base, flag, source):
+    text = tuple(tuple(range(8)) for _ in range(1))
+    return GroupSpec(PROTOCOL, name, NOTES[flag]["description"], (TestGroupSpec(mrope_params(section, variant, base), (
+        _t("text-8", "Eight text tokens at 0..7 (t = h = w).", (flag, "TextOnly"), (text, text, text)),
+        _t("image-2x3", "3 text tokens, a 2 x 3 image block at t = 3, h = 3..4, w = 3..5, then text at 6, 7.",
+           (flag, "ImageBlock"), image_block()),
+        _t("image-late", "The same block after 4090 text tokens: large positions in every stream.",
+           (flag, "ImageBlock"), tuple(tuple(tuple(v + 4087 for v in row) for row in s) for s in image_block())),
+    ), source),))
+
+
+def groups() -> list[GroupSpec]:
+    return [_group("qwen2-vl", [16, 24, 24], "qwen2", 1e6, "Qwen2VL", QWEN2_VL),
+            _group("qwen3-vl", [24, 20, 20], "qwen3", 5e6, "Qwen3VL", QWEN3_VL)]
+
+
+def fresh_groups(draw) -> list:
+    variant = draw.choice(("qwen2", "qwen3"))
+    section = [16, 24, 24] if variant == "qwen2" else [24, 20, 20]
+    start = draw.integer(0, 20000)
+    t, h, w = image_block(draw.integer(0, 4), draw.integer(1, 3), draw.integer(1, 3), draw.integer(0, 3))
+    shift = tuple(tuple(tuple(v + start for v in row) for row in s) for s in (t, h, w))
+    return [TestGroupSpec(mrope_params(section, variant, draw.choice((1e6, 5e6))), (
+        _t("drawn", f"Drawn at run time: an image block after {start} positions.", (), shift),))]
+
+
+def build_apply(case_id, params, test):
+    positions = np.array(test.positions, dtype=np.int64)
+    _, b, s = positions.shape
+    return {}, {"x": representable_inputs(case_id, (b, s, test.heads, params["head_dim"])), "positions": positions}
+
+
+def _kwargs(params):
+    return dict(mrope_section=params["mrope_section"], variant=params["variant"], rotary_dim=params["rotary_dim"],
+                base=params["base"], layout=params["layout"])
+
+
+def compute_apply(params, inputs, backend):
+    from reference import mrope
+
+    return {"expected": mrope.apply(inputs["x"], inputs["positions"], backend=backend, mode="golden", **_kwargs(params))}
+
+
+def shapes_apply(params, arrays):
+    positions = arrays["positions"]
+    if positions.ndim != 3 or positions.shape[0] != 3:
+        return {"positions": (3, "batch", "seq")}
+    shape = positions.shape[1:] + ((arrays["x"].shape[2] if arrays["x"].ndim == 4 else "heads"), params["head_dim"])
+    return {"x": shape, "expected": shape}
+
+
+def exact_apply(params, inputs):
+    from reference.mrope import oracle
+
+    return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
+                                           params["layout"], params["mrope_section"], params["variant"])}
+
+
+PARAMS_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["head_dim", "rotary_dim", "base", "layout", "mrope_section", "variant"],
+    "properties": {
+        "head_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "rotary_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "base": {"type": "number", "exclusiveMinimum": 0},
+        "layout": {"enum": ["half", "interleaved"]},
+        "mrope_section": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 3, "maxItems": 3},
+        "variant": {"enum": ["qwen2", "qwen3"]},
+    },
+}
+
+PROTOCOLS = {
+    PROTOCOL: VectorProtocol(PROTOCOL, {"x": "float64", "positions": "int64", "expected": "float64"},
+                             ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
+                             fresh=fresh_groups),
+}

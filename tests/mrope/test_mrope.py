@@ -1,0 +1,70 @@
+"""M-RoPE (issue 11): the two section rules, certified golden values, identities, the protocol and
+its diagnoses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance import run_conformance
+from reference import mrope, rope
+from reference.golden.certify import nearest_double
+from reference.identities import load_all, run_identities
+from reference.mrope import oracle
+from reference.mrope.vectors import image_block
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "mrope"
+
+
+def test_section_rules():
+    assert mrope.streams(128, [16, 24, 24]).tolist() == [0] * 16 + [1] * 24 + [2] * 24
+    q3 = mrope.streams(128, [24, 20, 20], "qwen3")
+    assert q3[:6].tolist() == [0, 1, 2, 0, 1, 2] and q3[60:].tolist() == [0, 0, 0, 0]
+    with pytest.raises(ValueError, match="add up to"):
+        mrope.streams(128, [16, 24, 20])
+
+
+@pytest.mark.parametrize("section, variant", [([2, 3, 3], "qwen2"), ([4, 2, 2], "qwen3")])
+def test_golden_is_correctly_rounded(section, variant):
+    x = np.random.default_rng(2).standard_normal((1, 11, 1, 16))
+    t, h, w = image_block()
+    pos = np.array([t, h, w]) + 1000
+    out = mrope.apply(x, pos, mrope_section=section, variant=variant, mode="golden")
+    exact = oracle.apply_exact(x, pos, 16, 1e4, "half", section, variant)
+    assert [nearest_double(e) for e in exact.reshape(-1)] == out.reshape(-1).tolist()
+
+
+def test_text_tokens_are_1d_rope_and_get_rope_index_rule():
+    t, h, w = image_block(3, 2, 3, 2)
+    assert t[0] == (0, 1, 2, 3, 3, 3, 3, 3, 3, 6, 7) and h[0][3:9] == (3, 3, 3, 4, 4, 4)
+    assert w[0][3:9] == (3, 4, 5, 3, 4, 5)  # text resumes at max + 1 = 6
+    x = np.random.default_rng(3).standard_normal((1, 4, 1, 128))
+    p = np.array([[5, 6, 7, 8]])
+    assert np.array_equal(mrope.apply(x, np.stack([p, p, p]), mrope_section=[16, 24, 24]), rope.apply(x, p))
+
+
+def test_identities_hold():
+    load_all()
+    assert all(r["verdict"] == "holds" for r in run_identities("mrope"))
+
+
+def _grade(name, **options):
+    return run_conformance(f"{EXAMPLES / name}:apply", "mrope.apply", timeout=60.0, **options)
+
+
+def test_the_hf_style_example_passes_both_variants():
+    report = _grade("qwen_vl.py", dtypes=("float32", "bfloat16"), seed=4)
+    assert report.summary()["overall"] == "pass"
+    assert {c.id.split("/")[1] for c in report.cases} >= {"qwen2-vl", "qwen3-vl"}
+
+
+@pytest.mark.parametrize("name, code", [("buggy/rebased.py", "section-rebased"),
+                                        ("buggy/streams_swapped.py", "stream-swapped"),
+                                        ("buggy/variant_swapped.py", "variant-swapped")])
+def test_section_mistakes_are_named(name, code):
+    report = _grade(name, dtypes=("float32",), fresh=False)
+    image = [c for c in report.cases if "image" in c.id and c.verdict == "fail"]
+    assert image and all(code in [d.code for d in c.diagnoses] for c in image)
