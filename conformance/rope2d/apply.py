@@ -1,0 +1,105 @@
+"""Protocol ``rope2d.apply``: ``fn(x, coords, spec) -> tensor like x``, coords [batch, seq, 2].
+
+Graded per pair against reference.rope2d applied to the dtype-rounded x, with RoPE's rotation
+budget (conformance.rope.budgets, rotary width d/2: the ladder base^(-4k/d)) at |c theta_k|, c the
+pair's coordinate; CLS tokens must come back unchanged (pass-through budget).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
+                                      torch_dtype)
+from conformance.rope import budgets
+from conformance.rope2d.spec import spec_of
+from reference import rope, rope2d
+
+
+def reference(x, coords, spec, **changes):
+    kw = dict(base=spec.base, layout=spec.layout, order=spec.order, cls_tokens=spec.cls_tokens, backend="numpy")
+    kw.update(changes)
+    return rope2d.apply(x, coords, **kw)
+
+
+def pair_angles(coords, spec) -> np.ndarray:
+    """|c theta_k| per pair [b, s, d/2]."""
+    c = np.asarray(coords, dtype=np.float64)
+    if tuple(spec.order) == ("y", "x"):
+        c = c[..., ::-1]
+    theta = rope.inv_freq(spec.head_dim // 2, spec.base)
+    return np.abs(np.concatenate([c[..., :1] * theta, c[..., 1:] * theta], axis=-1))
+
+
+class Rope2dApply(Protocol):
+    name = "rope2d.apply"
+    family = "rope2d"
+    signature = "fn(x, coords, spec) -> tensor like x"
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        x_t = torch.from_numpy(np.array(case.arrays["x"], dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
+        c = np.array(case.arrays["coords"], dtype=np.int64)
+        c_t = torch.from_numpy(c.copy()).to(device)
+        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "coords": c}
+        return Prepared((x_t, c_t, spec), inputs, {"x": (x_t, x_t.clone()), "coords": (c_t, c_t.clone())},
+                        dtype, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        x, coords = prepared.inputs_f64["x"], prepared.inputs_f64["coords"]
+        out, problems, got = check_tensor(value, "the output", x.shape, prepared.dtype, prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        ref = reference(x, coords, spec)
+        bad = nonfinite_problem(out, ref, "the output")
+        if bad is not None:
+            graded.problems.append(bad)
+        err = abs_error(out, ref)
+        graded.max_abs_error = finite_max(err)
+        d = spec.head_dim
+        first, second = rope.pair_indices(d, spec.layout)
+        mag = np.abs(x[..., first]) + np.abs(x[..., second])
+        phi = pair_angles(coords, spec)[:, :, None, :]
+        pair_err = np.maximum(err[..., first], err[..., second])
+        cls = np.arange(x.shape[1]) < spec.cls_tokens
+        for profile in tolerance.PROFILES:
+            q = d // 4  # each axis: RoPE's budget for its own ladder of d/4 frequencies
+            budget = np.concatenate([budgets.rotation_budget(mag[..., sl], phi[..., sl], d // 2, spec.base,
+                                                             prepared.dtype, profile)
+                                     for sl in (slice(0, q), slice(q, 2 * q))], axis=-1)
+            through = np.maximum(tolerance.passthrough_budget(x[..., first], prepared.dtype, profile),
+                                 tolerance.passthrough_budget(x[..., second], prepared.dtype, profile))
+            budget = np.where(cls[None, :, None, None], through, budget)
+            r = tolerance.ratio(pair_err, budget)
+            graded.ratio[profile] = finite_max(r)
+            idx = argmax_index(r)
+            idx[-1] = int(first[idx[-1]])
+            graded.worst_index[profile] = idx
+            graded.mismatch[profile] = over_budget(r) + ("pairs",)
+            row_major = coords[..., 1] * (int(coords[..., 0].max()) + 1) + coords[..., 0]
+            graded.curve[profile] = per_position_curve(row_major, token_max(err), token_max(budget), ratio_max(r))
+        return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        b, s, h, d = index
+        cx, cy = (int(v) for v in prepared.inputs_f64["coords"][b, s])
+        token = "CLS token" if s < spec.cls_tokens else f"patch (x {cx}, y {cy})"
+        return f"batch row {b}, token {s} ({token}), head {h}, dim {d}"
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.rope2d import diagnosis
+
+        return diagnosis.diagnose(spec, prepared, graded)
+
+
+PROTOCOL = Rope2dApply()

@@ -1,0 +1,53 @@
+"""Why a rope2d.apply output fails: axis mistakes computed in float64, kept when one explains the
+output far better than the case's own rotation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.results import Diagnosis
+from conformance.rope2d.apply import reference
+from reference import rope
+
+
+def _one_ladder(x, coords, spec):
+    """1-D RoPE over all d/2 pairs (ladder base^(-2i/d)), the first d/4 pairs at the first axis'
+    coordinate and the rest at the second's, CLS tokens left alone."""
+    c = np.asarray(coords)[..., ::-1] if tuple(spec.order) == ("y", "x") else np.asarray(coords)
+    d = spec.head_dim
+    first, second = rope.pair_indices(d, spec.layout)
+    theta = rope.inv_freq(d, spec.base)
+    axis = np.repeat([0, 1], d // 4)
+    ang = c[..., axis].astype(np.float64) * theta
+    out = np.array(x, dtype=np.float64, copy=True)
+    a, b = x[..., first], x[..., second]
+    cos, sin = np.cos(ang)[:, :, None, :], np.sin(ang)[:, :, None, :]
+    rotated_a, rotated_b = a * cos - b * sin, a * sin + b * cos
+    keep = np.arange(x.shape[1]) >= spec.cls_tokens
+    out[..., first] = np.where(keep[None, :, None, None], rotated_a, a)
+    out[..., second] = np.where(keep[None, :, None, None], rotated_b, b)
+    return out
+
+
+def diagnose(spec, prepared, graded) -> list:
+    x, coords, out = prepared.inputs_f64["x"], prepared.inputs_f64["coords"], graded.output_f64
+    if out is None or not np.all(np.isfinite(out)):
+        return []
+    truth = np.linalg.norm(out - reference(x, coords, spec))
+    other = ("y", "x") if tuple(spec.order) == ("x", "y") else ("x", "y")
+    candidates = [
+        ("axes-swapped", f"the first d/4 pairs read {other[0]} and the last {other[1]}, instead of "
+         f"{spec.order[0]} then {spec.order[1]}", lambda: reference(x, coords, spec, order=other)),
+        ("axis-ladder", "one ladder base^(-2i/d) over all pairs instead of base^(-4k/d) for each axis",
+         lambda: _one_ladder(x, coords, spec)),
+    ]
+    if spec.cls_tokens:
+        candidates.append(("cls-rotated", f"the {spec.cls_tokens} CLS token(s) are rotated (at coordinates "
+                           f"{coords[0, 0].tolist()}) instead of passed through",
+                           lambda: reference(x, coords, spec, cls_tokens=0)))
+    for code, message, model in candidates:
+        m = model()
+        miss = np.linalg.norm(out - m)
+        if miss <= 1e-2 * max(np.linalg.norm(m), 1e-300) and miss <= 0.1 * truth:
+            return [Diagnosis(code, message)]
+    return []

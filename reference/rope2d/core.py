@@ -1,0 +1,62 @@
+"""Axial 2-D RoPE (see __init__)."""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+
+from reference.rope import phase
+from reference.rope._validate import check_backend, check_base, check_layout, check_mode, check_x
+from reference.rope.layouts import pair_indices
+
+
+def axes_of_pairs(head_dim: int) -> np.ndarray:
+    """int [d/2]: 0 for the first d/4 pairs (first axis), 1 for the last d/4."""
+    if head_dim % 4:
+        raise ValueError(f"head_dim: axial 2-D RoPE needs a multiple of 4, got {head_dim}")
+    return np.repeat([0, 1], head_dim // 4)
+
+
+def apply(x, coords, *, base=100.0, layout="interleaved", order=("x", "y"), cls_tokens=0, backend="cpu",
+          mode="fast"):
+    """Axial 2-D RoPE of x [batch, seq, heads, head_dim] at integer coords [batch, seq, 2] = (x, y)
+    (column, row), float64. order: which coordinate feeds the first r/4 pairs, ("x", "y") or
+    ("y", "x"). The first cls_tokens tokens are copied unrotated."""
+    out = check_x(x)
+    d = out.shape[3]
+    axes = axes_of_pairs(d)
+    c = np.asarray(coords)
+    if c.shape != out.shape[:2] + (2,) or c.dtype.kind not in "iu":
+        raise ValueError(f"coords: must be integers of shape {out.shape[:2] + (2,)}, got {c.shape} {c.dtype}")
+    if tuple(order) not in (("x", "y"), ("y", "x")):
+        raise ValueError(f"order: must be ('x', 'y') or ('y', 'x'), got {order!r}")
+    if not 0 <= int(cls_tokens) <= out.shape[1]:
+        raise ValueError(f"cls_tokens: must be from 0 to seq, got {cls_tokens!r}")
+    layout, backend, mode = check_layout(layout), check_backend(backend), check_mode(mode)
+    c = c.astype(np.int64)
+    if tuple(order) == ("y", "x"):
+        c = c[..., ::-1]
+    table = phase.ladder(d // 2, check_base(base))  # theta_k = base^(-2k/(d/2)) = base^(-4k/d), d/4 entries
+    first, second = pair_indices(d, layout)
+    n = d // 4
+    start = int(cls_tokens)
+    if mode == "fast":
+        cs = [phase._cos_sin(np.ascontiguousarray(c[..., a]), table, backend, "fast") for a in (0, 1)]
+        cos = np.concatenate([cs[0][0], cs[1][0]], axis=-1)[:, :, None, :]
+        sin = np.concatenate([cs[0][1], cs[1][1]], axis=-1)[:, :, None, :]
+        a, b = out[:, start:][..., first].copy(), out[:, start:][..., second].copy()
+        cos, sin = cos[:, start:], sin[:, start:]
+        out[:, start:, :, first] = a * cos - b * sin
+        out[:, start:, :, second] = a * sin + b * cos
+        return out
+    one = lambda prec, m, i: mpmath.mpf(1)  # noqa: E731 - no amplitude
+    for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
+        if si < start:
+            continue
+        a_row, b_row = out[bi, si, h, first].copy(), out[bi, si, h, second].copy()
+        for i in range(d // 2):
+            m, k = int(c[bi, si, axes[i]]), i % n
+            a, b = float(a_row[i]), float(b_row[i])
+            out[bi, si, h, first[i]] = phase._settle(phase._scaled(one, table, m, k, a, -b))
+            out[bi, si, h, second[i]] = phase._settle(phase._scaled(one, table, m, k, b, a))
+    return out

@@ -1,0 +1,60 @@
+"""Axial 2-D RoPE identities, on the reference in golden mode."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference import rope
+from reference.identities import register
+from reference.rope2d import apply
+
+D = 32
+
+
+def _x(seed):
+    return np.random.default_rng(seed).standard_normal((1, 6, 1, D))
+
+
+COORDS = np.array([[[0, 0], [1, 0], [0, 1], [5, 3], [13, 13], [2**10, 7]]])
+
+
+@register(id="rope2d.separable", bound=0.0,
+          statement="axial 2-D RoPE is separable: the first-axis pairs depend on x only and the second-axis "
+          "pairs on y only (golden, both layouts)")
+def separable() -> float:
+    """Residual: max change of the first-axis pairs when y changes, and of the second-axis pairs when
+    x changes. Bound 0: each pair's angle reads one coordinate, and golden values are exact functions
+    of it."""
+    x = _x(1)
+    worst = 0.0
+    for layout in ("interleaved", "half"):
+        from reference.rope.layouts import pair_indices
+
+        first, second = pair_indices(D, layout)
+        xa, xb = np.concatenate([first[: D // 4], second[: D // 4]]), np.concatenate([first[D // 4:], second[D // 4:]])
+        base = apply(x, COORDS, layout=layout, mode="golden", backend="numpy")
+        moved_y = apply(x, COORDS + np.array([0, 5]), layout=layout, mode="golden", backend="numpy")
+        moved_x = apply(x, COORDS + np.array([5, 0]), layout=layout, mode="golden", backend="numpy")
+        worst = max(worst, float(np.max(np.abs(moved_y[..., xa] - base[..., xa]))),
+                    float(np.max(np.abs(moved_x[..., xb] - base[..., xb]))))
+    return worst
+
+
+@register(id="rope2d.row-is-1d-rope", bound=0.0,
+          statement="with y = 0 the first-axis pairs are 1-D RoPE of those features with theta_k = base^(-4k/d), "
+          "and the second-axis pairs are untouched (half layout, golden)")
+def row_is_1d() -> float:
+    """Residual: max |2-D output - 1-D RoPE (rotary_dim d/2 over the first-axis features, base) |
+    over a row y = 0. Bound 0: the same angles x theta_k, correctly rounded on both sides."""
+    x = _x(2)
+    coords = COORDS.copy()
+    coords[..., 1] = 0
+    out = apply(x, coords, base=100.0, layout="half", mode="golden", backend="numpy")
+    # the first-axis pairs of the half layout are (i, i + d/2) for i < d/4: gather them as a head of d/2
+    q = D // 4
+    sub = np.concatenate([x[..., :q], x[..., D // 2: D // 2 + q]], axis=-1)
+    one_d = rope.apply(sub, coords[..., 0], base=100.0, layout="half", mode="golden", backend="numpy")
+    got = np.concatenate([out[..., :q], out[..., D // 2: D // 2 + q]], axis=-1)
+    untouched = np.concatenate([out[..., q: D // 2], out[..., D // 2 + q:]], axis=-1)
+    rest = np.concatenate([x[..., q: D // 2], x[..., D // 2 + q:]], axis=-1)
+    return max(float(np.max(np.abs(got - one_d))), float(np.max(np.abs(untouched - rest))))
