@@ -63,7 +63,7 @@ def groups() -> list[GroupSpec]:
                   ), ROPE_VIT),)),
         GroupSpec(PROTOCOL, "qwen2-vl-vision", "Qwen2-VL's vision encoder (head 80) on a 3 x 5 grid.",
                   (TestGroupSpec(rope2d_params(80, 10000.0, "half", ("y", "x"), 0), (
-                      GridTest("grid-3x5", "3 rows of 5 patches.", ("Qwen2VLVision", "NonSquare"), 3, 5, 0),
+                      GridTest("grid-3x5", "3 rows of 5 patches: h = 0..2, w = 0..4.", ("Qwen2VLVision", "NonSquare"), 3, 5, 0),
                   ), QWEN2_VL),)),
     ]
 

@@ -59,7 +59,7 @@ def groups() -> list[GroupSpec]:
                ("Torchscale", "LargeScale"), [range(40000, 40004)]),
         ), TORCHSCALE),)),
         GroupSpec(PROTOCOL, "half-d128", "xPos with rotate_half pairs at head 128.", (TestGroupSpec(
-            xpos_params(128, "half"), (_t("prefill-8", "Positions 0..7.", ("Prefill", "HalfSplit"), [range(8)]),),
+            xpos_params(128, "half"), (_t("prefill-8", "Positions 0..7, rotate_half pairs.", ("Prefill", "HalfSplit"), [range(8)]),),
             XPOS),)),
     ]
 
