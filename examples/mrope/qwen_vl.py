@@ -6,7 +6,7 @@ streams (mrope_section [16, 24, 24]: pairs 0-15 from t, 16-39 from h, 40-63 from
 ("qwen3", apply_interleaved_mrope) interleaves them (pair i from h when i % 3 == 1, from w when
 i % 3 == 2, within 3 * section). Then rotate_half, as both models do.
 
-Adapter: ``apply`` (mrope.apply).
+Adapters: ``apply`` (mrope.apply), ``positions`` (mrope.positions: get_rope_index for images).
 """
 
 import torch
@@ -48,3 +48,23 @@ def rotate(x, angles, spec):
 
 def apply(x, positions, spec):
     return rotate(x, select(stream_angles(positions, spec), spec), spec)
+
+
+def positions(token_types, grids, spec):
+    """Qwen2-VL's get_rope_index for images, as a user would port it: [3, b, s] int64."""
+    out = torch.zeros((3,) + tuple(token_types.shape), dtype=torch.int64)
+    image = 0
+    for b in range(token_types.shape[0]):
+        nxt, s = 0, 0
+        while s < token_types.shape[1]:
+            if int(token_types[b, s]) == 0:
+                out[:, b, s] = nxt
+                nxt, s = nxt + 1, s + 1
+                continue
+            t, h, w = (int(v) for v in grids[image])
+            k = torch.arange(t * h * w)
+            block = torch.stack((k // (h * w), (k // w) % h, k % w)) + nxt
+            out[:, b, s:s + t * h * w] = block
+            nxt = int(block.max()) + 1
+            image, s = image + 1, s + t * h * w
+    return out

@@ -36,3 +36,31 @@ def apply_exact(x, positions, rotary_dim, base, layout, section, variant, prec=2
                 res[j1] = row[j0] * s + row[j1] * c
             out[bi, si, h, :] = res
     return out
+
+
+def rope_index_exact(token_types, grids):
+    """Qwen2-VL's position rule written out again, block by block: [3, b, s] of mpf integers."""
+    types = np.asarray(token_types)
+    grids = [tuple(int(v) for v in g) for g in np.asarray(grids).reshape(-1, 3)]
+    out = np.empty((3,) + types.shape, dtype=object)
+    pending = iter(grids)
+    for b in range(types.shape[0]):
+        start, s = 0, 0
+        while s < types.shape[1]:
+            if types[b, s] == 0:
+                for k in range(3):
+                    out[k, b, s] = mpmath.mpf(start)
+                start += 1
+                s += 1
+                continue
+            t, h, w = next(pending)
+            top = start
+            for frame in range(t):
+                for row in range(h):
+                    for col in range(w):
+                        out[0, b, s], out[1, b, s], out[2, b, s] = (mpmath.mpf(start + frame), mpmath.mpf(start + row),
+                                                                    mpmath.mpf(start + col))
+                        top = max(top, start + frame, start + row, start + col)
+                        s += 1
+            start = top + 1
+    return out

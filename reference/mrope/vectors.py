@@ -16,6 +16,7 @@ from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorP
 from reference.golden.inputs import representable_inputs
 
 PROTOCOL = "mrope.apply"
+POSITIONS = "mrope.positions"
 QWEN2_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen2_vl/modeling_qwen2_vl.py"
 QWEN3_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_vl/modeling_qwen3_vl.py"
 
@@ -78,7 +79,7 @@ def _group(name, section, variant, base, flag, source):
 
 def groups() -> list[GroupSpec]:
     return [_group("qwen2-vl", [16, 24, 24], "qwen2", 1e6, "Qwen2VL", QWEN2_VL),
-            _group("qwen3-vl", [24, 20, 20], "qwen3", 5e6, "Qwen3VL", QWEN3_VL)]
+            _group("qwen3-vl", [24, 20, 20], "qwen3", 5e6, "Qwen3VL", QWEN3_VL)] + positions_groups()
 
 
 def fresh_groups(draw) -> list:
@@ -89,6 +90,64 @@ def fresh_groups(draw) -> list:
     shift = tuple(tuple(tuple(v + start for v in row) for row in s) for s in (t, h, w))
     return [TestGroupSpec(mrope_params(section, variant, draw.choice((1e6, 5e6))), (
         _t("drawn", f"Drawn at run time: an image block after {start} positions.", (), shift),))]
+
+
+@dataclass(frozen=True)
+class IndexTest(TestSpec):
+    token_types: tuple = ()  # per row: 0 text, 1 image token
+    grids: tuple = ()  # (t, h, w) per image block, in order
+
+
+def positions_groups() -> list[GroupSpec]:
+    text_image_text = (0, 0, 0) + (1,) * 6 + (0, 0)
+    two_images = (0,) + (1,) * 4 + (0, 0) + (1,) * 6 + (0,)
+    return [GroupSpec(POSITIONS, "get-rope-index", "Qwen2-VL's get_rope_index rule for images.", (TestGroupSpec(
+        {"head_dim": 128, "rotary_dim": 128, "base": 1e6, "layout": "half", "mrope_section": [16, 24, 24],
+         "variant": "qwen2"}, (
+            IndexTest("text-image-text", "3 text tokens, a 2 x 3 image (t 3, h 3..4, w 3..5), text resuming at 6.",
+                      ("Qwen2VL", "ImageBlock"), (text_image_text,), ((1, 2, 3),)),
+            IndexTest("two-images", "Text, a 2 x 2 image, two text tokens, a 3 x 2 image, text: each block "
+                      "starts at the running index, text resumes at the block's max + 1.", ("Qwen2VL", "ImageBlock"),
+                      (two_images,), ((1, 2, 2), (1, 3, 2))),
+            IndexTest("two-rows", "Two batch rows, the first text only, the second with a 1 x 4 image.",
+                      ("Qwen2VL", "ImageBlock", "TextOnly"), ((0,) * 6, (0,) + (1,) * 4 + (0,)), ((1, 1, 4),)),
+        ), QWEN2_VL),))]
+
+
+def fresh_positions(draw) -> list:
+    """One row drawn at run time: text and one to three image blocks of random grids."""
+    types, grids = [0] * draw.integer(0, 3), []
+    for _ in range(draw.integer(1, 3)):
+        grid = (1, draw.integer(1, 4), draw.integer(1, 4))
+        grids.append(grid)
+        types += [1] * (grid[1] * grid[2]) + [0] * draw.integer(0, 3)
+    test = IndexTest("drawn", f"Drawn at run time: {len(grids)} image block(s) {grids} among text.", (),
+                     (tuple(types),), tuple(grids))
+    return [TestGroupSpec(positions_groups()[0].test_groups[0].params, (test,))]
+
+
+def build_positions(case_id, params, test):
+    return {}, {"token_types": np.array(test.token_types, dtype=np.int64),
+                "grids": np.array(test.grids, dtype=np.int64).reshape(-1, 3)}
+
+
+def compute_positions(params, inputs, backend):
+    from reference.mrope.positions import rope_index
+
+    return {"expected": rope_index(inputs["token_types"], inputs["grids"])}
+
+
+def shapes_positions(params, arrays):
+    types = arrays["token_types"]
+    if types.ndim != 2:
+        return {"token_types": ("batch", "seq")}
+    return {"expected": (3,) + types.shape}
+
+
+def exact_positions(params, inputs):
+    from reference.mrope import oracle
+
+    return {"expected": oracle.rope_index_exact(inputs["token_types"], inputs["grids"])}
 
 
 def build_apply(case_id, params, test):
@@ -140,4 +199,7 @@ PROTOCOLS = {
     PROTOCOL: VectorProtocol(PROTOCOL, {"x": "float64", "positions": "int64", "expected": "float64"},
                              ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
                              fresh=fresh_groups),
+    POSITIONS: VectorProtocol(POSITIONS, {"token_types": "int64", "grids": "int64", "expected": "int64"},
+                              ("token_types", "grids"), PARAMS_SCHEMA, build_positions, compute_positions,
+                              shapes_positions, exact_positions, fresh=fresh_positions),
 }

@@ -68,3 +68,29 @@ def test_section_mistakes_are_named(name, code):
     report = _grade(name, dtypes=("float32",), fresh=False)
     image = [c for c in report.cases if "image" in c.id and c.verdict == "fail"]
     assert image and all(code in [d.code for d in c.diagnoses] for c in image)
+
+
+def test_get_rope_index_rule_and_its_oracle_agree():
+    from reference.mrope.oracle import rope_index_exact
+    from reference.mrope.positions import rope_index
+
+    types = np.array([[0] + [1] * 4 + [0, 0] + [1] * 6 + [0]])
+    grids = np.array([[1, 2, 2], [1, 3, 2]])
+    ours = rope_index(types, grids)
+    assert ours[:, 0, :5].tolist() == [[0, 1, 1, 1, 1], [0, 1, 1, 2, 2], [0, 1, 2, 1, 2]]
+    assert ours[:, 0, 5].tolist() == [3, 3, 3]  # text resumes at the block's max + 1
+    assert np.array_equal(ours, np.array(rope_index_exact(types, grids), dtype=np.int64))
+    with pytest.raises(ValueError, match="grids"):
+        rope_index(types, grids[:1])
+
+
+@pytest.mark.parametrize("name, code", [(None, None), ("buggy/text_resumes_at_index.py", "positions-resume"),
+                                        ("buggy/image_axes_swapped.py", "image-axes-swapped")])
+def test_positions_protocol(name, code):
+    target = EXAMPLES / (name or "qwen_vl.py")
+    report = run_conformance(f"{target}:positions", "mrope.positions", timeout=60.0, seed=2)
+    if code is None:
+        assert report.summary()["overall"] == "pass" and any("/fresh-2/" in c.id for c in report.cases)
+    else:
+        failing = [c for c in report.cases if c.verdict == "fail"]
+        assert failing and all(code in [d.code for d in c.diagnoses] for c in failing if "fresh" not in c.id)
