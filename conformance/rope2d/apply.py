@@ -20,7 +20,8 @@ from reference import rope, rope2d
 
 
 def reference(x, coords, spec, **changes):
-    kw = dict(base=spec.base, layout=spec.layout, order=spec.order, cls_tokens=spec.cls_tokens, backend="numpy")
+    kw = dict(base=spec.base, layout=spec.layout, order=spec.order, cls_tokens=spec.cls_tokens, backend="numpy",
+              freqs=None if spec.freqs is None else np.array(spec.freqs))
     kw.update(changes)
     return rope2d.apply(x, coords, **kw)
 
@@ -69,14 +70,22 @@ class Rope2dApply(Protocol):
         d = spec.head_dim
         first, second = rope.pair_indices(d, spec.layout)
         mag = np.abs(x[..., first]) + np.abs(x[..., second])
-        phi = pair_angles(coords, spec)[:, :, None, :]
+        if spec.freqs is None:
+            phi = pair_angles(coords, spec)[:, :, None, :]
+        else:  # RoPE-Mixed: |x f_x| + |y f_y| per head and pair
+            f = np.abs(np.array(spec.freqs))
+            c = np.abs(coords.astype(np.float64))
+            phi = c[:, :, None, None, 0] * f[0][None, None] + c[:, :, None, None, 1] * f[1][None, None]
         pair_err = np.maximum(err[..., first], err[..., second])
         cls = np.arange(x.shape[1]) < spec.cls_tokens
         for profile in tolerance.PROFILES:
             q = d // 4  # each axis: RoPE's budget for its own ladder of d/4 frequencies
-            budget = np.concatenate([budgets.rotation_budget(mag[..., sl], phi[..., sl], d // 2, spec.base,
-                                                             prepared.dtype, profile)
-                                     for sl in (slice(0, q), slice(q, 2 * q))], axis=-1)
+            if spec.freqs is None:
+                budget = np.concatenate([budgets.rotation_budget(mag[..., sl], phi[..., sl], d // 2, spec.base,
+                                                                 prepared.dtype, profile)
+                                         for sl in (slice(0, q), slice(q, 2 * q))], axis=-1)
+            else:  # given frequencies: no power to round, base 1 leaves the angle's own roundings
+                budget = budgets.rotation_budget(mag, phi, d, 1.0, prepared.dtype, profile)
             through = np.maximum(tolerance.passthrough_budget(x[..., first], prepared.dtype, profile),
                                  tolerance.passthrough_budget(x[..., second], prepared.dtype, profile))
             budget = np.where(cls[None, :, None, None], through, budget)

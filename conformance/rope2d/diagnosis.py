@@ -35,12 +35,16 @@ def diagnose(spec, prepared, graded) -> list:
         return []
     truth = np.linalg.norm(out - reference(x, coords, spec))
     other = ("y", "x") if tuple(spec.order) == ("x", "y") else ("x", "y")
-    candidates = [
-        ("axes-swapped", f"the first d/4 pairs read {other[0]} and the last {other[1]}, instead of "
-         f"{spec.order[0]} then {spec.order[1]}", lambda: reference(x, coords, spec, order=other)),
-        ("axis-ladder", "one ladder base^(-2i/d) over all pairs instead of base^(-4k/d) for each axis",
-         lambda: _one_ladder(x, coords, spec)),
-    ]
+    if spec.freqs is None:
+        candidates = [
+            ("axes-swapped", f"the first d/4 pairs read {other[0]} and the last {other[1]}, instead of "
+             f"{spec.order[0]} then {spec.order[1]}", lambda: reference(x, coords, spec, order=other)),
+            ("axis-ladder", "one ladder base^(-2i/d) over all pairs instead of base^(-4k/d) for each axis",
+             lambda: _one_ladder(x, coords, spec)),
+        ]
+    else:
+        candidates = [("axes-swapped", "x f_y + y f_x: the coordinates meet the other axis' frequencies",
+                       lambda: reference(x, np.ascontiguousarray(coords[..., ::-1]), spec))]
     if spec.cls_tokens:
         candidates.append(("cls-rotated", f"the {spec.cls_tokens} CLS token(s) are rotated (at coordinates "
                            f"{coords[0, 0].tolist()}) instead of passed through",

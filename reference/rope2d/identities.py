@@ -58,3 +58,23 @@ def row_is_1d() -> float:
     untouched = np.concatenate([out[..., q: D // 2], out[..., D // 2 + q:]], axis=-1)
     rest = np.concatenate([x[..., q: D // 2], x[..., D // 2 + q:]], axis=-1)
     return max(float(np.max(np.abs(got - one_d))), float(np.max(np.abs(untouched - rest))))
+
+
+@register(id="rope2d.resolution-change", bound=0.0,
+          statement="after a change of resolution, positions recomputed for the new grid give the same outputs as "
+          "computing those coordinates directly: each patch depends on its own (x, y) only (golden; axial and mixed)")
+def resolution_change() -> float:
+    """Residual: max difference between the patches of a 4 x 6 grid computed inside an 8 x 12 grid
+    and the 4 x 6 grid computed on its own (row-major positions recomputed). Bound 0: golden values
+    are exact functions of each patch's input and coordinates."""
+    from reference.rope2d.vectors import grid_coords, mixed_freqs
+
+    big, small = grid_coords(8, 12, 0), grid_coords(4, 6, 0)
+    keep = [y * 12 + x for y in range(4) for x in range(6)]
+    worst = 0.0
+    for kw in ({}, {"freqs": np.array(mixed_freqs(1, D // 2))}):
+        xb = np.random.default_rng(5).standard_normal((1, big.shape[1], 1, D))
+        out_big = apply(xb, big, mode="golden", backend="numpy", **kw)
+        out_small = apply(xb[:, keep], small, mode="golden", backend="numpy", **kw)
+        worst = max(worst, float(np.max(np.abs(out_big[:, keep] - out_small))))
+    return worst

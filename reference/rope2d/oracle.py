@@ -27,3 +27,24 @@ def apply_exact(x, coords, base, layout, order, cls_tokens, prec=200):
                     res[j1] = row[j0] * mpmath.sin(ang) + row[j1] * mpmath.cos(ang)
             out[bi, si, h, :] = res
     return out
+
+
+def mixed_exact(x, coords, freqs, layout, cls_tokens, prec=200):
+    """RoPE-Mixed: pair i of head h turned by x f_x[h, i] + y f_y[h, i], from scratch."""
+    x = np.asarray(x, dtype=np.float64)
+    c = np.asarray(coords, dtype=np.int64)
+    f = np.asarray(freqs, dtype=np.float64)
+    half = x.shape[3] // 2
+    out = np.empty(x.shape, dtype=object)
+    with mpmath.workprec(prec):
+        for bi, si, h in np.ndindex(x.shape[0], x.shape[1], x.shape[2]):
+            row = [mpmath.mpf(float(v)) for v in x[bi, si, h]]
+            res = list(row)
+            if si >= cls_tokens:
+                for i in range(half):
+                    ang = int(c[bi, si, 0]) * mpmath.mpf(float(f[0, h, i])) + int(c[bi, si, 1]) * mpmath.mpf(float(f[1, h, i]))
+                    j0, j1 = (i, i + half) if layout == "half" else (2 * i, 2 * i + 1)
+                    res[j0] = row[j0] * mpmath.cos(ang) - row[j1] * mpmath.sin(ang)
+                    res[j1] = row[j0] * mpmath.sin(ang) + row[j1] * mpmath.cos(ang)
+            out[bi, si, h, :] = res
+    return out

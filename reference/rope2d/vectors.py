@@ -4,7 +4,8 @@ Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and
 ``coords`` int64 [b, s, 2] = (x, y) = (column, row) of each patch ((-1, -1) for CLS tokens, which
 are not rotated), ``expected``, every value
 correctly rounded (reference.rope2d.apply, golden) and certified against oracle.py. Parameters:
-head_dim, base, layout, order (["x", "y"] or ["y", "x"]), cls_tokens.
+head_dim, base, layout, order (["x", "y"] or ["y", "x"]), cls_tokens, freqs (null for the axial
+form; [2][heads][head_dim/2] for RoPE-Mixed).
 """
 
 from __future__ import annotations
@@ -47,9 +48,17 @@ def grid_coords(rows, cols, cls_tokens):
     return np.array([coords], dtype=np.int64)
 
 
-def rope2d_params(head_dim, base, layout, order, cls_tokens) -> dict:
+def rope2d_params(head_dim, base, layout, order, cls_tokens, freqs=None) -> dict:
     return {"head_dim": head_dim, "base": float(base), "layout": layout, "order": list(order),
-            "cls_tokens": cls_tokens}
+            "cls_tokens": cls_tokens, "freqs": freqs}
+
+
+def mixed_freqs(heads=2, pairs=8):
+    """RoPE-Mixed's per-head frequencies, dyadic (exact in float64): head h's (f_x, f_y) turn the
+    ladder 2^-k by a different direction per head."""
+    fx = [[2.0 ** -(i // 2) * (1.0 if h == 0 else 0.5) for i in range(pairs)] for h in range(heads)]
+    fy = [[2.0 ** -(i // 2) * (0.25 if h == 0 else 0.75) for i in range(pairs)] for h in range(heads)]
+    return [fx, fy]
 
 
 def groups() -> list[GroupSpec]:
@@ -60,6 +69,12 @@ def groups() -> list[GroupSpec]:
                                ("RopeVit", "NonSquare"), 4, 7, 1),
                       GridTest("grid-14x14-corner", "The last 2 rows of a 14 x 14 grid (x up to 13).",
                                ("RopeVit",), 14, 14, 1),
+                  ), ROPE_VIT),)),
+        GroupSpec(PROTOCOL, "rope-mixed", "RoPE-Mixed (RoPE-ViT): learned per-head frequencies (f_x, f_y), "
+                  "pair i of head h turned by x f_x + y f_y; head 16, 2 heads, CLS token.",
+                  (TestGroupSpec(rope2d_params(16, 100.0, "interleaved", ("x", "y"), 1, mixed_freqs()), (
+                      GridTest("grid-3x4", "A CLS token, then 3 rows of 4 patches with mixed frequencies.",
+                               ("RopeVit", "NonSquare"), 3, 4, 1),
                   ), ROPE_VIT),)),
         GroupSpec(PROTOCOL, "qwen2-vl-vision", "Qwen2-VL's vision encoder (head 80) on a 3 x 5 grid.",
                   (TestGroupSpec(rope2d_params(80, 10000.0, "half", ("y", "x"), 0), (
@@ -87,7 +102,7 @@ def build_apply(case_id, params, test):
 
 def _kwargs(params):
     return dict(base=params["base"], layout=params["layout"], order=tuple(params["order"]),
-                cls_tokens=params["cls_tokens"])
+                cls_tokens=params["cls_tokens"], freqs=params["freqs"])
 
 
 def compute_apply(params, inputs, backend):
@@ -107,19 +122,24 @@ def shapes_apply(params, arrays):
 def exact_apply(params, inputs):
     from reference.rope2d import oracle
 
+    if params["freqs"] is not None:
+        return {"expected": oracle.mixed_exact(inputs["x"], inputs["coords"], params["freqs"], params["layout"],
+                                               params["cls_tokens"])}
     return {"expected": oracle.apply_exact(inputs["x"], inputs["coords"], params["base"], params["layout"],
                                            tuple(params["order"]), params["cls_tokens"])}
 
 
 PARAMS_SCHEMA = {
     "type": "object", "additionalProperties": False,
-    "required": ["head_dim", "base", "layout", "order", "cls_tokens"],
+    "required": ["head_dim", "base", "layout", "order", "cls_tokens", "freqs"],
     "properties": {
         "head_dim": {"type": "integer", "minimum": 4, "multipleOf": 4},
         "base": {"type": "number", "exclusiveMinimum": 0},
         "layout": {"enum": ["half", "interleaved"]},
         "order": {"enum": [["x", "y"], ["y", "x"]]},
         "cls_tokens": {"type": "integer", "minimum": 0},
+        "freqs": {"type": ["null", "array"], "items": {"type": "array", "items": {"type": "array",
+                  "items": {"type": "number"}}}, "minItems": 2, "maxItems": 2},
     },
 }
 

@@ -57,3 +57,18 @@ def test_axis_mistakes_are_named(name, code):
     report = _grade(name, dtypes=("float32",), fresh=False)
     failing = [c for c in report.cases if c.verdict == "fail"]
     assert failing and all(code in [d.code for d in c.diagnoses] for c in failing)
+
+
+def test_mixed_form_golden_and_graded():
+    from reference.rope2d.vectors import mixed_freqs
+
+    x = np.random.default_rng(8).standard_normal((1, 3, 2, 16))
+    coords = np.array([[[-1, -1], [2, 1], [11, 7]]])
+    f = np.array(mixed_freqs())
+    out = rope2d.apply(x, coords, freqs=f, cls_tokens=1, mode="golden")
+    exact = oracle.mixed_exact(x, coords, f, "interleaved", 1)
+    assert [nearest_double(e) for e in exact.reshape(-1)] == out.reshape(-1).tolist()
+    report = _grade("rope_vit.py", dtypes=("float32",), fresh=False, cases="rope2d.apply/rope-mixed/*")
+    assert report.cases and report.summary()["overall"] == "pass"
+    swapped = _grade("buggy/axes_swapped.py", dtypes=("float32",), fresh=False, cases="rope2d.apply/rope-mixed/*")
+    assert [d.code for d in swapped.cases[0].diagnoses] == ["axes-swapped"]

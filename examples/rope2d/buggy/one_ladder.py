@@ -19,6 +19,10 @@ rotate = load_target(f"{_base}:rotate")
 
 
 def apply(x, coords, spec):
+    if spec.freqs is not None:
+        from conformance import Unsupported
+
+        raise Unsupported("axial form only")
     c = coords.flip(-1) if tuple(spec.order) == ("y", "x") else coords
     theta = ladder(spec, spec.head_dim)  # BUG: d/2 frequencies over all pairs
     q = spec.head_dim // 4
