@@ -148,6 +148,24 @@ def argmax_index(a: np.ndarray) -> list:
     return [int(i) for i in np.unravel_index(int(np.argmax(b)), b.shape)]
 
 
+def adapter_inputs(arrays: dict, floats, ints, dtype, device) -> tuple[list, dict, dict]:
+    """(args, inputs, watched) for an adapter call: the ``floats`` roles cast to the dtype under test
+    (inputs holds them as the adapter receives them, in float64), the ``ints`` roles as int64, in
+    that order; every tensor is watched for in-place changes (``mutation_problems``)."""
+    import torch
+
+    args, inputs, watched = [], {}, {}
+    for role in (*floats, *ints):
+        a = np.array(arrays[role], dtype=np.float64 if role in floats else np.int64)
+        t = torch.from_numpy(a.copy()).to(device)
+        if role in floats:
+            t = t.to(torch_dtype(dtype))
+            a = t.detach().to("cpu", torch.float64).numpy()
+        inputs[role], watched[role] = a, (t, t.clone())
+        args.append(t)
+    return args, inputs, watched
+
+
 def over_budget(*ratios: np.ndarray) -> tuple[int, int]:
     """(elements over budget, elements) over the ratio arrays: a ratio above 1, or NaN, is over
     (the mismatch count torch.testing.assert_close prints)."""

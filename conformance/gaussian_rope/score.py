@@ -18,9 +18,8 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
-                                      torch_dtype)
+from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.gaussian_rope.apply import kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
@@ -50,21 +49,7 @@ class GaussianRopeScore(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        import torch
-
-        args, inputs, watched = [], {}, {}
-        for role in ("q", "k"):
-            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.float64)).to(device=device,
-                                                                                  dtype=torch_dtype(dtype))
-            inputs[role] = t.detach().to("cpu", torch.float64).numpy()
-            watched[role] = (t, t.clone())
-            args.append(t)
-        for role in ("q_positions", "k_positions"):
-            p = np.array(case.arrays[role], dtype=np.int64)
-            t = torch.from_numpy(p.copy()).to(device)
-            inputs[role] = p
-            watched[role] = (t, t.clone())
-            args.append(t)
+        args, inputs, watched = adapter_inputs(case.arrays, ("q", "k"), ("q_positions", "k_positions"), dtype, device)
         return Prepared((*args, spec), inputs, watched, dtype, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:

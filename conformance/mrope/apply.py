@@ -11,9 +11,8 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
-                                      torch_dtype)
+from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.mrope.spec import spec_of
 from conformance.rope import budgets
 from reference import mrope, rope
@@ -36,14 +35,8 @@ class MropeApply(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        import torch
-
-        x_t = torch.from_numpy(np.array(case.arrays["x"], dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
-        pos = np.array(case.arrays["positions"], dtype=np.int64)
-        pos_t = torch.from_numpy(pos.copy()).to(device)
-        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "positions": pos}
-        return Prepared((x_t, pos_t, spec), inputs, {"x": (x_t, x_t.clone()), "positions": (pos_t, pos_t.clone())},
-                        dtype, device)
+        args, inputs, watched = adapter_inputs(case.arrays, ("x",), ("positions",), dtype, device)
+        return Prepared((*args, spec), inputs, watched, dtype, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
         x, pos = prepared.inputs_f64["x"], prepared.inputs_f64["positions"]

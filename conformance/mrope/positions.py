@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import argmax_index, mutation_problems, over_budget
+from conformance.core.tensors import adapter_inputs, argmax_index, mutation_problems, over_budget
 from conformance.mrope.spec import spec_of
 from conformance.results import Diagnosis
 from reference.mrope.positions import rope_index
@@ -27,14 +27,7 @@ class MropePositions(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        import torch
-
-        args, inputs, watched = [], {}, {}
-        for role in ("token_types", "grids"):
-            a = np.array(case.arrays[role], dtype=np.int64)
-            t = torch.from_numpy(a.copy()).to(device)
-            inputs[role], watched[role] = a, (t, t.clone())
-            args.append(t)
+        args, inputs, watched = adapter_inputs(case.arrays, (), ("token_types", "grids"), dtype, device)
         return Prepared((*args, spec), inputs, watched, None, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:

@@ -11,9 +11,8 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
-                                      torch_dtype)
+from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.rope import budgets
 from conformance.rope2d.spec import spec_of
 from reference import rope, rope2d
@@ -45,14 +44,8 @@ class Rope2dApply(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        import torch
-
-        x_t = torch.from_numpy(np.array(case.arrays["x"], dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
-        c = np.array(case.arrays["coords"], dtype=np.int64)
-        c_t = torch.from_numpy(c.copy()).to(device)
-        inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "coords": c}
-        return Prepared((x_t, c_t, spec), inputs, {"x": (x_t, x_t.clone()), "coords": (c_t, c_t.clone())},
-                        dtype, device)
+        args, inputs, watched = adapter_inputs(case.arrays, ("x",), ("coords",), dtype, device)
+        return Prepared((*args, spec), inputs, watched, dtype, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
         x, coords = prepared.inputs_f64["x"], prepared.inputs_f64["coords"]

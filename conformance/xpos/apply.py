@@ -19,9 +19,8 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max,
-                                      torch_dtype)
+from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.rope import budgets
 from conformance.xpos.spec import spec_of
 from reference import rope, xpos
@@ -68,20 +67,8 @@ class XposApply(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        import torch
-
-        args, inputs, watched = [], {}, {}
-        for role in ("q", "k"):
-            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.float64)).to(device=device,
-                                                                                  dtype=torch_dtype(dtype))
-            inputs[role] = t.detach().to("cpu", torch.float64).numpy()
-            watched[role] = (t, t.clone())
-            args.append(t)
-        pos = np.array(case.arrays["positions"], dtype=np.int64)
-        pos_t = torch.from_numpy(pos.copy()).to(device)
-        inputs["positions"] = pos
-        watched["positions"] = (pos_t, pos_t.clone())
-        return Prepared((*args, pos_t, spec), inputs, watched, dtype, device)
+        args, inputs, watched = adapter_inputs(case.arrays, ("q", "k"), ("positions",), dtype, device)
+        return Prepared((*args, spec), inputs, watched, dtype, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
         q, k, pos = (prepared.inputs_f64[r] for r in ("q", "k", "positions"))
