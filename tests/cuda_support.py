@@ -41,3 +41,26 @@ def target_env(target: str) -> dict:
     if not gpu_available():
         pytest.skip("no CUDA GPU here; the simulator variant of this test ran instead")
     return {}
+
+
+_COMPARE = """
+import json
+import numpy as np
+from numba import config
+{setup}
+def run(**kw):
+    return np.asarray(call(**kw), dtype=np.float64)
+fast, cpu = run(backend="cuda"), run(backend="cpu")
+golden, golden_cpu = run(backend="cuda", mode="golden"), run(backend="cpu", mode="golden")
+scale = max(float(np.max(np.abs(cpu))), 1e-300)
+print(json.dumps({{"simulated": bool(config.ENABLE_CUDASIM), "fast_rel": float(np.max(np.abs(fast - cpu)) / scale),
+                  "golden_identical": bool(np.array_equal(golden, golden_cpu))}}))
+"""
+
+
+def assert_cuda_matches_cpu(target: str, setup: str, tolerance: float = 8 * 2.0**-53) -> None:
+    """Run ``setup`` (code defining ``call(**kw)`` with backend= and mode= keywords) on ``target``:
+    fast cuda within ``tolerance`` of fast cpu (relative to the largest value), golden identical."""
+    res = run_script(_COMPARE.format(setup=setup), target_env(target))
+    assert res["simulated"] == (target == "simulator")
+    assert res["golden_identical"] and res["fast_rel"] <= tolerance, res
