@@ -1,0 +1,17 @@
+"""Bug: bidirectional and causal bucketing swapped.
+
+Adapter: bucket (t5.bucket). Expected diagnosis: ``bucket-causal-flag``.
+"""
+
+from pathlib import Path
+
+from conformance.loader import load_target
+
+CODE = "bucket-causal-flag"
+PROTOCOL = "t5.bucket"
+
+correct = load_target(f"{Path(__file__).resolve().parents[1] / 'hf_t5.py'}:bucket")
+
+
+def bucket(relative_positions, spec):
+    return correct(relative_positions, spec, bidirectional=not spec.bidirectional)  # BUG

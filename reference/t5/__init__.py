@@ -1,0 +1,17 @@
+"""reference.t5: T5's relative position buckets (Raffel et al., arXiv 1910.10683; HF
+``T5Attention._relative_position_bucket``).
+
+For a relative position r = j - i (key minus query):
+- bidirectional: half the buckets per direction, + num_buckets/2 when r > 0, n = |r|;
+- causal: n = max(-r, 0) (later keys share bucket 0);
+- n < max_exact = buckets/2 (of the halved count when bidirectional): bucket n (exact);
+- otherwise max_exact + floor(ln(n / max_exact) / ln(max_distance / max_exact) * (buckets - max_exact)),
+  capped at buckets - 1.
+``bucket`` computes it with the exact logarithm ratio (mpmath); ``edges`` lists the distances where
+that ratio times (buckets - max_exact) is an integer, so a float log one ulp low lands in the
+bucket below (16, 32, 64 and 128 for the default 32 / 128). Never imports torch.
+"""
+
+from .core import bucket, edges
+
+__all__ = ["bucket", "edges"]
