@@ -124,11 +124,14 @@ def test_fuzzed_command_lines(argv):
     (argparse's own usage errors exit 2 through SystemExit)."""
     import contextlib
     import io
+    import tempfile
 
     if argv[:1] == ["vectors"] and "regenerate" in argv:
         return  # writes files: covered by tests/core/test_vectors_regenerate.py
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    # a report path among the words ("identities --json nan") lands in a scratch folder, not the checkout
+    with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch), \
+            contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = main(argv)
         except SystemExit as exc:
