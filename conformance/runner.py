@@ -163,12 +163,6 @@ def fresh_seed(opts: Options) -> int:
     return named.pop() if len(named) == 1 else new_seed()
 
 
-def _fresh_cases(opts: Options) -> list:
-    from reference.golden.fresh import fresh_cases
-
-    return fresh_cases(opts.protocol, opts.seed)
-
-
 def _foreign_vectors(digest: str, directory) -> Optional[str]:
     """None for the vectors this posref ships. Other vectors: IntegrityError unless the directory
     was named explicitly (``vectors_dir``); then the note every report repeats."""
@@ -388,8 +382,10 @@ def run(
         suite_version, digest = store.SUITE_VERSION, "unversioned (cases given in code)"
     fresh = []
     if opts.fresh and golden_cases is None:
+        from reference.golden.fresh import fresh_cases
+
         opts.seed = fresh_seed(opts)
-        fresh = _fresh_cases(opts)
+        fresh = fresh_cases(opts.protocol, opts.seed)
     cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases, fresh)
 
     report = Report(

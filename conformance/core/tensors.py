@@ -148,6 +148,18 @@ def argmax_index(a: np.ndarray) -> list:
     return [int(i) for i in np.unravel_index(int(np.argmax(b)), b.shape)]
 
 
+def check_integer_tensor(value, what: str, shape) -> tuple[Optional[np.ndarray], list]:
+    """(int64 numpy or None, problems) for protocols whose answer is integers, graded exactly
+    (position ids, buckets): an integer torch tensor of exactly ``shape``, on any device."""
+    import torch
+
+    if (not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shape) or value.is_floating_point()
+            or value.is_complex() or value.dtype == torch.bool):
+        got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
+        return None, [Diagnosis("shape-changed", f"{what} are {got}, expected integers of shape {list(shape)}")]
+    return value.detach().to("cpu", torch.int64).numpy(), []
+
+
 def adapter_inputs(arrays: dict, floats, ints, dtype, device) -> tuple[list, dict, dict]:
     """(args, inputs, watched) for an adapter call: the ``floats`` roles cast to the dtype under test
     (inputs holds them as the adapter receives them, in float64), the ``ints`` roles as int64, in

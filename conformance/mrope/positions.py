@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import adapter_inputs, argmax_index, mutation_problems, over_budget
+from conformance.core.tensors import adapter_inputs, argmax_index, check_integer_tensor, mutation_problems, \
+    over_budget
 from conformance.mrope.spec import spec_of
 from conformance.results import Diagnosis
 from reference.mrope.positions import rope_index
@@ -31,17 +32,11 @@ class MropePositions(Protocol):
         return Prepared((*args, spec), inputs, watched, None, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
-        import torch
-
         types = prepared.inputs_f64["token_types"]
-        shape = (3,) + types.shape
-        problems = mutation_problems(prepared.watched)
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape or value.is_floating_point() \
-                or value.is_complex() or value.dtype == torch.bool:
-            what = type(value).__name__ if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
-            problems.append(Diagnosis("shape-changed", f"the positions are {what}, expected integers of shape {list(shape)}"))
+        out, problems = check_integer_tensor(value, "the positions", (3,) + types.shape)
+        problems += mutation_problems(prepared.watched)
+        if out is None:
             return Graded(problems=problems)
-        out = value.detach().to("cpu", torch.int64).numpy()
         ref = rope_index(types, prepared.inputs_f64["grids"])
         err = np.abs(out - ref).astype(np.float64)
         graded = Graded(problems=problems, output_f64=out.astype(np.float64), max_abs_error=float(err.max(initial=0)))

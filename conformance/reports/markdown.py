@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from conformance.reports._common import case_reason, citation, codes, fmt_float, messages, \
-    summary_line, write_text_atomic
+from conformance.reports._common import case_reason, codes, fmt_float, messages, summary_line, \
+    write_text_atomic
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import adapter_inputs, argmax_index, mutation_problems, over_budget
+from conformance.core.tensors import adapter_inputs, argmax_index, check_integer_tensor, mutation_problems, \
+    over_budget
 from conformance.results import Diagnosis
 from conformance.t5.spec import spec_of
 from reference import t5
@@ -54,16 +55,11 @@ class T5Bucket(Protocol):
         return Prepared((*args, spec), inputs, watched, None, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
-        import torch
-
         r = prepared.inputs_f64["relative_positions"]
-        problems = mutation_problems(prepared.watched)
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != r.shape or value.is_floating_point() \
-                or value.is_complex() or value.dtype == torch.bool:
-            what = type(value).__name__ if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
-            problems.append(Diagnosis("shape-changed", f"the buckets are {what}, expected integers of shape {list(r.shape)}"))
+        out, problems = check_integer_tensor(value, "the buckets", r.shape)
+        problems += mutation_problems(prepared.watched)
+        if out is None:
             return Graded(problems=problems)
-        out = value.detach().to("cpu", torch.int64).numpy()
         ref = reference(r, spec)
         n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
         at_edge = np.isin(n, t5.edges(num_buckets=spec.num_buckets, max_distance=spec.max_distance,

@@ -45,7 +45,7 @@ def diagnose(spec, prepared, graded, dtype) -> list:
     ok = np.abs(lnz) >= 0.05
     # The centring seen from the query alone: log scale = (m - c) ln zeta / B.
     centre_q = float(np.nanmedian((pos[..., None, None] - aq * spec.scale_base / lnz)[..., ok]))
-    qr, kr = reference(q, k, pos, spec, centre_q)
+    _, kr = reference(q, k, pos, spec, centre_q)
     k_as_query, _ = reference(k, k, pos, spec, centre_q)
     if _rel(ko, k_as_query) <= TOL and _rel(ko, k_as_query) < 0.1 * _rel(ko, kr):
         return [Diagnosis("scale-direction", "the key is scaled by zeta^(+(n - c)/B), like the query, instead of "

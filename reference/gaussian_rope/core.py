@@ -8,6 +8,7 @@ import mpmath
 import numpy as np
 
 from reference.rope import phase
+from reference.rope.layouts import pair_indices
 from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
 
@@ -63,6 +64,9 @@ def kernel(positions, kernel, mode="fast") -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(m.shape)
 
 
+_kernel = kernel  # for the functions below, whose ``kernel`` argument is the parameters
+
+
 def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", backend="cpu", mode="fast"):
     """K(m) R_m x, float64 [batch, seq, heads, head_dim] (the whole vector scaled by K(m)).
 
@@ -108,13 +112,12 @@ def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000
 
         qr = rope.apply(qx, qp, rotary_dim=r, base=b, layout=layout, backend="numpy")
         kr = rope.apply(kx, kp, rotary_dim=r, base=b, layout=layout, backend="numpy")
+        kern = _kernel(kp[:, None, :] - qp[:, :, None], kernel)  # K(n - m) [b, sq, sk]
         for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
-            out[b_, h, i, j] = kernel_of_distance(int(kp[b_, j]) - int(qp[b_, i]), kernel) * math.fsum(
-                (qr[b_, i, h] * kr[b_, j, h]).tolist())
+            out[b_, h, i, j] = kern[b_, i, j] * math.fsum((qr[b_, i, h] * kr[b_, j, h]).tolist())
         return out
     table = phase.ladder(r, b)
-    first, second = (np.arange(r // 2), np.arange(r // 2) + r // 2) if layout == "half" else (
-        np.arange(0, r, 2), np.arange(1, r, 2))
+    first, second = pair_indices(r, layout)
     factor = _factor(kernel)
     for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
         qv, kv = qx[b_, i, h], kx[b_, j, h]
@@ -142,8 +145,3 @@ def _score_compute(qv, kv, d, table, first, second, r, factor):
         return f * total, abs(f) * (bound + abs(total) * ulp)
 
     return compute
-
-
-def kernel_of_distance(distance: int, params) -> float:
-    """K(n - m) in float64 (the fast kernel at one integer distance)."""
-    return float(kernel(np.array([int(distance)]), params)[0])

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import mpmath
 import numpy as np
 
 from reference.rope import phase
 from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
-from reference.rope.layouts import pair_indices
 
 VARIANTS = ("qwen2", "qwen3")
 
@@ -50,23 +48,4 @@ def apply(x, positions, *, mrope_section, variant="qwen2", rotary_dim=None, base
     which = streams(r, mrope_section, variant)
     backend, mode = check_backend(backend), check_mode(mode)
     table = phase.ladder(r, check_base(base))
-    first, second = pair_indices(r, layout)
-    pairs = np.arange(r // 2)
-    if mode == "fast":
-        cs = [phase._cos_sin(pos[s], table, backend, "fast") for s in range(3)]
-        c = np.stack([cs[s][0] for s in range(3)])[which, :, :, pairs].transpose(1, 2, 0)
-        s_ = np.stack([cs[s][1] for s in range(3)])[which, :, :, pairs].transpose(1, 2, 0)
-        a, b = out[..., first].copy(), out[..., second].copy()
-        c, s_ = c[:, :, None, :], s_[:, :, None, :]
-        out[..., first] = a * c - b * s_
-        out[..., second] = a * s_ + b * c
-        return out
-    one = lambda prec, m, i: mpmath.mpf(1)  # noqa: E731 - no amplitude
-    for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
-        a_row, b_row = out[bi, si, h, first].copy(), out[bi, si, h, second].copy()
-        for i in pairs:
-            m = int(pos[which[i], bi, si])
-            a, b = float(a_row[i]), float(b_row[i])
-            out[bi, si, h, first[i]] = phase._settle(phase._scaled(one, table, m, int(i), a, -b))
-            out[bi, si, h, second[i]] = phase._settle(phase._scaled(one, table, m, int(i), b, a))
-    return out
+    return phase.rotate_streams(out, pos, which, np.arange(r // 2), table, layout, backend, mode)

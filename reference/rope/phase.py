@@ -561,3 +561,37 @@ def _scaled(factor, table, m, i, u, v):
         return f * (mpmath.mpf(u) * cv + mpmath.mpf(v) * sv), abs(f) * (abs(u) + abs(v) + 1) * err * 2
 
     return compute
+
+
+# ---- several position streams (M-RoPE's t, h, w; 2-D RoPE's x, y) ------------------------------
+
+
+def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, backend, mode, *, first_token=0):
+    """Rotate pair i of ``out`` [batch, seq, heads, 2P] (in place) by m * theta_e with m the position
+    of stream ``stream_of_pair[i]`` and e = ``entry_of_pair[i]`` a table entry: streams int
+    [S, batch, seq]. Tokens before ``first_token`` are left alone (CLS). fast: each stream's cos/sin
+    table from the backend, picked per pair; golden: every output the nearest double (Ziv's loop)."""
+    from .layouts import pair_indices
+
+    pairs = len(stream_of_pair)
+    first, second = pair_indices(2 * pairs, layout)
+    rows = slice(first_token, None)
+    if mode == "fast":
+        cs = [_cos_sin(np.ascontiguousarray(s), table, backend, "fast") for s in streams]
+        cos = np.stack([cs[s][0][..., e] for s, e in zip(stream_of_pair, entry_of_pair)], axis=-1)[:, rows, None, :]
+        sin = np.stack([cs[s][1][..., e] for s, e in zip(stream_of_pair, entry_of_pair)], axis=-1)[:, rows, None, :]
+        a, b = out[:, rows][..., first].copy(), out[:, rows][..., second].copy()
+        out[:, rows, :, first] = a * cos - b * sin
+        out[:, rows, :, second] = a * sin + b * cos
+        return out
+    one = lambda prec, m, i: mpmath.mpf(1)  # noqa: E731 - no amplitude
+    for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
+        if si < first_token:
+            continue
+        a_row, b_row = out[bi, si, h, first].copy(), out[bi, si, h, second].copy()
+        for i in range(pairs):
+            m, e = int(streams[stream_of_pair[i]][bi, si]), int(entry_of_pair[i])
+            a, b = float(a_row[i]), float(b_row[i])
+            out[bi, si, h, first[i]] = _settle(_scaled(one, table, m, e, a, -b))
+            out[bi, si, h, second[i]] = _settle(_scaled(one, table, m, e, b, a))
+    return out

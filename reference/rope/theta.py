@@ -60,8 +60,9 @@ def scaled_table(rotary_dim, base=10000.0, scaling=None, seq_len=None):
     n = _seq_len(seq_len)
     if rope_type == "default":
         return ladder(r, b), lambda prec: mpmath.mpf(1)
+    # Parameters a formula refuses (list lengths, llama3's band order) raise from values() when the
+    # table is first built, and a refused table is never cached.
     key = ("rope.scaled", r, b, rope_type, tuple(sorted(params.items())), n)
-    scaling_types.exact(rope_type, params, r, b, n)  # refuse bad parameters before building
 
     def values(prec):
         return scaling_types.exact(rope_type, params, r, b, n)[0]

@@ -28,60 +28,35 @@ def apply(x, coords, *, base=100.0, layout="interleaved", order=("x", "y"), cls_
     x f_x[h, i] + y f_y[h, i] (base and order unused). Mixed fast mode rounds that angle once in
     float64 and takes numpy's cos/sin (error about 2^-53 |angle| + 1 ulp); golden mode is the
     correctly rounded value of the exact angle."""
-    if freqs is not None:
-        return _mixed(x, coords, freqs, layout, cls_tokens, mode)
     out = check_x(x)
-    d = out.shape[3]
-    axes = axes_of_pairs(d)
     c = np.asarray(coords)
     if c.shape != out.shape[:2] + (2,) or c.dtype.kind not in "iu":
         raise ValueError(f"coords: must be integers of shape {out.shape[:2] + (2,)}, got {c.shape} {c.dtype}")
-    if tuple(order) not in (("x", "y"), ("y", "x")):
-        raise ValueError(f"order: must be ('x', 'y') or ('y', 'x'), got {order!r}")
     if not 0 <= int(cls_tokens) <= out.shape[1]:
         raise ValueError(f"cls_tokens: must be from 0 to seq, got {cls_tokens!r}")
     layout, backend, mode = check_layout(layout), check_backend(backend), check_mode(mode)
     c = c.astype(np.int64)
+    if freqs is not None:
+        return _mixed(out, c, freqs, layout, int(cls_tokens), mode)
+    d = out.shape[3]
+    axes = axes_of_pairs(d)
+    if tuple(order) not in (("x", "y"), ("y", "x")):
+        raise ValueError(f"order: must be ('x', 'y') or ('y', 'x'), got {order!r}")
     if tuple(order) == ("y", "x"):
         c = c[..., ::-1]
     table = phase.ladder(d // 2, check_base(base))  # theta_k = base^(-2k/(d/2)) = base^(-4k/d), d/4 entries
-    first, second = pair_indices(d, layout)
-    n = d // 4
-    start = int(cls_tokens)
-    if mode == "fast":
-        cs = [phase._cos_sin(np.ascontiguousarray(c[..., a]), table, backend, "fast") for a in (0, 1)]
-        cos = np.concatenate([cs[0][0], cs[1][0]], axis=-1)[:, :, None, :]
-        sin = np.concatenate([cs[0][1], cs[1][1]], axis=-1)[:, :, None, :]
-        a, b = out[:, start:][..., first].copy(), out[:, start:][..., second].copy()
-        cos, sin = cos[:, start:], sin[:, start:]
-        out[:, start:, :, first] = a * cos - b * sin
-        out[:, start:, :, second] = a * sin + b * cos
-        return out
-    one = lambda prec, m, i: mpmath.mpf(1)  # noqa: E731 - no amplitude
-    for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
-        if si < start:
-            continue
-        a_row, b_row = out[bi, si, h, first].copy(), out[bi, si, h, second].copy()
-        for i in range(d // 2):
-            m, k = int(c[bi, si, axes[i]]), i % n
-            a, b = float(a_row[i]), float(b_row[i])
-            out[bi, si, h, first[i]] = phase._settle(phase._scaled(one, table, m, k, a, -b))
-            out[bi, si, h, second[i]] = phase._settle(phase._scaled(one, table, m, k, b, a))
-    return out
+    streams = np.moveaxis(c, -1, 0)  # [2, batch, seq]: the first axis, the second
+    return phase.rotate_streams(out, streams, axes, np.arange(d // 2) % (d // 4), table, layout, backend, mode,
+                                first_token=int(cls_tokens))
 
 
-def _mixed(x, coords, freqs, layout, cls_tokens, mode):
-    out = check_x(x)
+def _mixed(out, c, freqs, layout, start, mode):
+    """RoPE-Mixed on validated float64 ``out`` and int64 coords ``c`` (see apply)."""
     d = out.shape[3]
     f = np.asarray(freqs, dtype=np.float64)
     if f.shape != (2, out.shape[2], d // 2) or not np.all(np.isfinite(f)):
         raise ValueError(f"freqs: must be finite floats of shape (2, heads, head_dim/2) = {(2, out.shape[2], d // 2)}")
-    c = np.asarray(coords)
-    if c.shape != out.shape[:2] + (2,) or c.dtype.kind not in "iu":
-        raise ValueError(f"coords: must be integers of shape {out.shape[:2] + (2,)}, got {c.shape} {c.dtype}")
-    layout, mode = check_layout(layout), check_mode(mode)
     first, second = pair_indices(d, layout)
-    start = int(cls_tokens)
     if mode == "fast":
         ang = (c[:, :, None, None, 0] * f[0][None, None] + c[:, :, None, None, 1] * f[1][None, None])[:, start:]
         a, b = out[:, start:][..., first].copy(), out[:, start:][..., second].copy()

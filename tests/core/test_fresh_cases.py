@@ -75,6 +75,8 @@ def test_draw_is_platform_independent():
     draw = Draw(1, "rope.apply")
     assert draw.integers(0, 9, 6) == Draw(1, "rope.apply").integers(0, 9, 6)
     assert Draw(1, "rope.apply").integers(0, 2**20, 3) != Draw(1, "rope.cache").integers(0, 2**20, 3)
+    # pinned: sha256 and PCG64's raw words fix these on every platform and numpy version
+    assert Draw(1, "rope.apply").integers(0, 2**20, 3) == [802944, 822436, 289993]
     with pytest.raises(ValueError):
         draw.integer(3, 2)
 
