@@ -113,7 +113,7 @@ def test_fuzzed_manifest(root, capsys, value, key, raw):
 
 WORDS = ["conform", "vectors", "verify", "list", "show", "regenerate", "identities", "--protocol",
          "rope.apply", "--dtype", "float8", "--cases", "*", "--timeout", "-1", "nan", "--device",
-         "cuda:x", "--max-time", "0", "--json", "/", "--dir", "/nonexistent", "--family", "nope",
+         "cuda:x", "--max-time", "0", "--json", "/", "--dir", "/nonexistent", "--family", "nosuch",
          "--layout", "diagonal", "--profile", "lax", "x.py:f", "::", "", "\x00", "\udcff"]
 
 

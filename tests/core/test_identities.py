@@ -75,8 +75,8 @@ def test_results_are_grouped_by_family_in_registration_order(monkeypatch):
 
 
 def test_unknown_family_raises_value_error_naming_known_families():
-    with pytest.raises(ValueError, match=r"^family: unknown family 'nope'; known families: .*rope"):
-        run_identities("nope")
+    with pytest.raises(ValueError, match=r"^family: unknown family 'nosuch'; known families: .*rope"):
+        run_identities("nosuch")
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,10 +205,10 @@ def test_cli_violated_by_design_exits_0_but_an_unexpected_hold_exits_1(monkeypat
 
 
 def test_cli_unknown_family_is_a_one_line_usage_error(capsys):
-    assert cli.main(["identities", "--family", "nope"]) == 2
+    assert cli.main(["identities", "--family", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "unknown family 'nope'" in err and "rope" in err and "Traceback" not in err
+    assert "unknown family 'nosuch'" in err and "rope" in err and "Traceback" not in err
 
 
 def test_cli_unwritable_json_is_a_usage_error(capsys, tmp_path, monkeypatch):

@@ -34,9 +34,9 @@ def test_list_filters_by_protocol(capsys):
 
 
 def test_list_unknown_protocol_is_a_usage_error(capsys):
-    assert main(["vectors", "list", "--protocol", "nope.apply"]) == 2
+    assert main(["vectors", "list", "--protocol", "nosuch.apply"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nope.apply" in err
+    assert err.count("\n") == 1 and "nosuch.apply" in err
 
 
 def test_show_prints_params_comment_flags_and_arrays(capsys):
@@ -59,7 +59,7 @@ def test_show_worked_example_preview_has_true_values(capsys):
 
 
 def test_show_unknown_case_is_one_line_exit_2(capsys):
-    assert main(["vectors", "show", "rope.apply/llama2-d128/nope"]) == 2
+    assert main(["vectors", "show", "rope.apply/llama2-d128/nosuch"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown case id" in err
 

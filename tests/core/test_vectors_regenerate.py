@@ -79,9 +79,9 @@ def test_regenerate_twice_is_byte_identical(tmp_path, capsys):
 
 
 def test_regenerate_unknown_family_is_a_usage_error(tmp_path, capsys):
-    assert main(["vectors", "regenerate", "--family", "nope", "--out", str(tmp_path)]) == 2
+    assert main(["vectors", "regenerate", "--family", "nosuch", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nope" in err
+    assert err.count("\n") == 1 and "nosuch" in err
 
 
 def test_regenerate_into_an_unwritable_place_is_a_usage_error(tmp_path, capsys):

@@ -78,7 +78,7 @@ def test_family_params_schema_rejects_broken_parameters(spoil):
 def test_manifest_is_valid_and_its_digest_is_the_documented_rule():
     manifest = store.load_manifest()
     assert list(_validator("manifest.schema.json").iter_errors(manifest)) == []
-    assert manifest["suite_version"] == store.SUITE_VERSION == "0.3.0"
+    assert manifest["suite_version"] == store.SUITE_VERSION == "0.4.0"
     lines = ""
     for rel in sorted(manifest["files"]):
         data = (VECTORS / rel).read_bytes()
@@ -144,7 +144,7 @@ def test_case_records_are_frozen_and_read_only():
 
 
 def test_get_case_unknown_raises_key_error():
-    for bad in ("rope.apply/llama2-d128/nope", "rope.apply/nope/decode-4095", "nope", "a/b/c/d", ""):
+    for bad in ("rope.apply/llama2-d128/nosuch", "rope.apply/nosuch/decode-4095", "nosuch", "a/b/c/d", ""):
         with pytest.raises(KeyError):
             store.get_case(bad)
 
@@ -319,4 +319,4 @@ def test_catalog_select():
     assert {g.protocol for g in catalog.select("llama2-d128")} == {"rope.apply", "rope.cache",
                                                                   "rope.frequencies"}
     with pytest.raises(ValueError, match="family"):
-        catalog.select("nope")
+        catalog.select("nosuch")

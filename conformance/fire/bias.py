@@ -1,0 +1,172 @@
+"""Protocol ``fire.bias``: ``fn(q_positions, k_positions, params, spec) -> bias [num_heads, sq, sk]``.
+
+q_positions, k_positions int64 [sq], [sk] (0-based); params a dict of tensors in the dtype under
+test: ``c`` and ``L_multiplier`` (0-d), ``W1`` [hidden, 1], ``b1`` [hidden], ``W2`` [num_heads,
+hidden], ``b2`` [num_heads] (the stored values are exact in every dtype, so nothing is lost in the
+cast); spec a FireSpec. Graded against reference.fire (NumPy backend, within a few u_64 of the
+exact values) on the keys j <= i (causal) or every key.
+
+Budget per entry, first order in u (the dtype's table roundoff: standard admits float32
+intermediates, strict the dtype's own), with n = |i - j|, psi_n = psi(n), N = psi(max(i, L)) + eps,
+x = psi_n / N, p_k = W1_k x + b1_k, h_k = relu(p_k):
+
+- psi(n) = log(|c n| + 1): n converted to the dtype, the product c n (a relative error u each; a
+  relative error of the argument a moves log(1 + a) by at most u a / (1 + a) <= u), the sum + 1
+  (u, absolute, in the log), log within 1 ulp (2u psi_n): 3u + 2u psi_n. N likewise, with the
+  threshold's product L_multiplier * init_L (u) in place of the conversion, and the sum + eps
+  (u N): 3u + 3u N. The division (u x): err_x = u (3 (1 + x) / N + 6 x).
+- p_k: |W1_k| err_x, the product and the sum: 2u |W1_k x| + u |b1_k|; ReLU passes the error
+  unchanged (Lipschitz 1, so the kink costs nothing beyond the pre-activation's error).
+- the output sum_k W2_hk h_k + b2_h: sum_k |W2_hk| err_p_k, plus (hidden + 1) u (sum_k |W2_hk h_k| +
+  |b2_h|) for the products and the sum in any order, plus u |out| for rounding to the dtype;
+- plus the dtype's smallest subnormal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import (argmax_index, check_tensor, finite_max, mutation_problems, nonfinite_problem,
+                                      over_budget, torch_dtype)
+from conformance.fire.spec import spec_of
+from conformance.results import Diagnosis
+from reference import fire
+from reference.fire.vectors import WEIGHTS
+
+
+def graded_entries(qp, kp, spec) -> np.ndarray:
+    """bool [sq, sk]: the entries that count (causal: key position <= query position)."""
+    return (kp[None, :] <= qp[:, None]) if spec.causal else np.ones((qp.size, kp.size), dtype=bool)
+
+
+def weights(inputs) -> dict:
+    """The float64 weights (as the adapter received them) in reference.fire's form."""
+    w = {name: inputs[name] for name in WEIGHTS.values()}
+    return {**w, "c": float(np.ravel(w["c"])[0]), "L_multiplier": float(np.ravel(w["L_multiplier"])[0])}
+
+
+def mlp(x, w) -> np.ndarray:
+    """[H, sq, sk] from the feature x [sq, sk], in float64 (non-finite x propagates)."""
+    with np.errstate(all="ignore"):
+        act = np.maximum(w["W1"][:, 0] * x[..., None] + w["b1"], 0.0)
+        return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
+
+
+def budget(qp, kp, w, spec, ref, dtype, profile) -> np.ndarray:
+    u = tolerance.table_roundoff(dtype, profile)
+    L = abs(w["L_multiplier"] * spec.init_L)
+    c = abs(w["c"])
+    n = np.abs(qp[:, None] - kp[None, :])
+    psi_n = np.log1p(c * n)
+    norm = np.log1p(c * np.maximum(qp, L))[:, None] + spec.eps
+    x = psi_n / norm
+    err_x = u * (3 * (1 + x) / norm + 6 * x)
+    w1, b1 = np.abs(w["W1"][:, 0]), np.abs(w["b1"])
+    err_p = w1 * err_x[..., None] + 2 * u * w1 * x[..., None] + u * b1  # [sq, sk, hidden]
+    h = np.maximum(w["W1"][:, 0] * x[..., None] + w["b1"], 0.0)
+    w2 = np.abs(w["W2"])
+    total = np.moveaxis(err_p @ w2.T + (spec.hidden + 1) * u * (h @ w2.T + np.abs(w["b2"])), -1, 0)
+    return total + u * np.abs(ref) + tolerance.SMALLEST_SUBNORMAL[dtype]
+
+
+class FireBias(Protocol):
+    name = "fire.bias"
+    family = "fire"
+    signature = "fn(q_positions, k_positions, params, spec) -> bias [num_heads, sq, sk]"
+    acceptable_note = "float32 intermediate arithmetic"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        import torch
+
+        inputs, watched, params = {}, {}, {}
+        for role in ("q_positions", "k_positions"):
+            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.int64)).to(device)
+            inputs[role], watched[role] = t.cpu().numpy().astype(np.int64), (t, t.clone())
+        for role, name in WEIGHTS.items():
+            t = torch.from_numpy(np.array(case.arrays[role], dtype=np.float64)).to(device).to(torch_dtype(dtype))
+            if name in ("c", "L_multiplier"):
+                t = t.reshape(())
+            params[name] = t
+            inputs[name] = t.detach().to("cpu", torch.float64).numpy()
+            watched[name] = (t, t.clone())
+        return Prepared((watched["q_positions"][0], watched["k_positions"][0], params, spec), inputs, watched,
+                        dtype, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        qp, kp = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"]
+        out, problems, got = check_tensor(value, "the bias", (spec.num_heads, qp.size, kp.size), prepared.dtype,
+                                          prepared.device)
+        problems += mutation_problems(prepared.watched)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        if out is None:
+            return graded
+        w = weights(prepared.inputs_f64)
+        ref = fire.bias(qp, kp, w, init_L=spec.init_L, eps=spec.eps, backend="numpy")
+        mask = graded_entries(qp, kp, spec)[None]
+        bad = nonfinite_problem(np.where(mask, out, ref), ref, "the bias")
+        if bad is not None:
+            graded.problems.append(bad)
+        with np.errstate(invalid="ignore"):
+            err = np.where(mask, np.where(np.isfinite(out), np.abs(out - ref), np.inf), 0.0)
+        graded.max_abs_error = finite_max(err)
+        for profile in tolerance.PROFILES:
+            r = tolerance.ratio(err, budget(qp, kp, w, spec, ref, prepared.dtype, profile))
+            graded.ratio[profile] = finite_max(r)
+            graded.worst_index[profile] = argmax_index(r)
+            graded.mismatch[profile] = over_budget(np.where(mask, r, 0.0)) + ("entries",)
+        return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        h, i, j = index
+        qp, kp = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"]
+        return f"head {h}, query {i} (position {int(qp[i])}), key {j} (position {int(kp[j])})"
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        qp, kp, out = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"], graded.output_f64
+        if out is None:
+            return []
+        w = weights(prepared.inputs_f64)
+        mask = graded_entries(qp, kp, spec)[None]
+        ref = fire.bias(qp, kp, w, init_L=spec.init_L, eps=spec.eps, backend="numpy")
+        c, L, eps = w["c"], abs(w["L_multiplier"] * spec.init_L), spec.eps
+        n = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)
+        psi = lambda v: np.log1p(np.abs(c * v))  # noqa: E731
+        with np.errstate(all="ignore"):
+            candidates = (
+                ("fire-threshold-missing", psi(n) / (psi(qp.astype(np.float64)) + eps)[:, None],
+                 "the normalizer is psi(i), not psi(max(i, L)): queries below L = %g are not interpolated" % L),
+                ("fire-plus-one-missing",
+                 np.log(np.abs(c * n)) / (np.log(np.abs(c * np.maximum(qp, L))) + eps)[:, None],
+                 "psi(x) = log(|c x|) without the + 1 (-inf at distance 0)"),
+                ("fire-one-based-positions", psi(n) / (psi(np.maximum(qp + 1.0, L)) + eps)[:, None],
+                 "the positions are counted from 1: the normalizer is psi(max(i + 1, L))"),
+            )
+        for code, x, message in candidates:
+            model = mlp(x, w)
+            if _explains(out, model, ref, mask):
+                return [Diagnosis(code, message)]
+        return []
+
+
+def _explains(out, model, ref, mask) -> bool:
+    """The model differs from the reference, out is non-finite exactly where the model is, and on
+    the finite entries out is within 1e-2 of the model and ten times closer to it than to ref."""
+    fin_model, fin_out = np.isfinite(model), np.isfinite(out)
+    if np.any(mask & (fin_model != fin_out)):
+        return False
+    sel = mask & fin_model
+    if not sel.any():
+        return bool(np.any(mask))
+    to_model = float(np.max(np.abs(out[sel] - model[sel])))
+    to_ref = float(np.max(np.abs(out[sel] - ref[sel])))
+    if np.any(mask & ~fin_model):
+        to_ref = max(to_ref, float("inf"))  # the reference is finite everywhere
+    return to_ref > 0 and to_model <= 1e-2 * max(float(np.max(np.abs(model[sel]))), 1e-300) and to_model <= 0.1 * to_ref
+
+
+PROTOCOL = FireBias()

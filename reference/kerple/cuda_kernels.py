@@ -1,0 +1,50 @@
+"""numba.cuda kernel of the KERPLE bias (backend "cuda"), one thread per element (grid-stride).
+The same operations as the CPU kernel (libdevice log1p or pow, then ``mul.rn.f64``): within
+FAST_ULPS of the exact value, not necessarily bit-identical to the CPU's libm.
+
+``PTX_SIGNATURES`` lists the kernel with the signature the wrapper launches it at."""
+
+import math
+
+import numpy as np
+from numba import boolean, cuda, float64, int64
+
+THREADS_PER_BLOCK = 128
+_MAX_BLOCKS = 65535
+
+
+def bias_kernel(r1, r2, qp, kp, log_variant, out):
+    nh, sq, sk = out.shape[0], out.shape[1], out.shape[2]
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for k in range(start, nh * sq * sk, stride):
+        h = k // (sq * sk)
+        rest = k - h * sq * sk
+        i = rest // sk
+        j = rest - i * sk
+        d = qp[i] - kp[j]
+        if d < 0:
+            d = -d
+        x = float(d)
+        if log_variant:
+            out[h, i, j] = -r1[h] * math.log1p(r2[h] * x)
+        else:
+            out[h, i, j] = -r1[h] * x ** r2[h]
+
+
+PTX_SIGNATURES = [(bias_kernel, (float64[::1], float64[::1], int64[::1], int64[::1], boolean,
+                                 float64[:, :, ::1]))]
+_bias_jit = cuda.jit(bias_kernel)
+
+
+def bias(r1, r2, qp, kp, log_variant: bool) -> np.ndarray:
+    if not cuda.is_available():
+        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
+    out = np.empty((r1.shape[0], qp.shape[0], kp.shape[0]))
+    if out.size == 0:
+        return out
+    d_out = cuda.to_device(out)
+    blocks = max(1, min(_MAX_BLOCKS, (out.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
+    _bias_jit[blocks, THREADS_PER_BLOCK](cuda.to_device(np.ascontiguousarray(r1)),
+                                         cuda.to_device(np.ascontiguousarray(r2)), cuda.to_device(qp),
+                                         cuda.to_device(kp), log_variant, d_out)
+    return d_out.copy_to_host()

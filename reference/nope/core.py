@@ -1,0 +1,22 @@
+"""NoPE: the identity map on x (see __init__)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.rope._validate import check_backend, check_mode, check_positions, check_x
+
+
+def apply(x, positions, *, backend: str = "cpu", mode: str = "fast") -> np.ndarray:
+    """x converted to float64, unchanged: no position enters. x [b, s, h, d], positions [b, s]
+    (validated like RoPE's, so a NoPE layer accepts exactly what a RoPE layer does)."""
+    x = check_x(x)
+    check_positions(positions, x.shape[:2])
+    backend, _ = check_backend(backend), check_mode(mode)
+    if backend == "numpy":
+        return x
+    if backend == "cpu":
+        from . import cpu_kernels as kernels
+    else:
+        from . import cuda_kernels as kernels
+    return kernels.copy(x)

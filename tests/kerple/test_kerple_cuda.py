@@ -1,0 +1,37 @@
+"""CUDA backend of reference.kerple: within the fast bound of the CPU backend, golden identical,
+under the simulator (CI) and on a real GPU where there is one; the kernel compiles to PTX."""
+
+import textwrap
+
+import pytest
+from cuda_support import TARGETS, assert_cuda_matches_cpu, run_script
+
+_SETUP = """
+from reference import kerple
+qp, kp = np.array([0, 5, 4095]), np.array([0, 1, 4094, 4095])
+def call(backend, mode="fast"):
+    return np.concatenate([kerple.bias(qp, kp, "log", [0.37, 0.004], [0.43, 0.9], backend=backend, mode=mode),
+                           kerple.bias(qp, kp, "power", [0.21, 0.6], [1.37, 3.0], backend=backend, mode=mode)])
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cuda_bias_matches_cpu(target):
+    assert_cuda_matches_cpu(target, _SETUP, tolerance=16 * 2.0**-53)
+
+
+def test_kernel_compiles_to_ptx():
+    script = textwrap.dedent(
+        """
+        import json
+        from numba import cuda
+        from reference.kerple import cuda_kernels as K
+        ok = []
+        for cc in ((8, 0), (9, 0)):
+            for fn, sig in K.PTX_SIGNATURES:
+                ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
+                ok.append("mul.rn.f64" in ptx or "mul.f64" in ptx)
+        print(json.dumps(ok))
+        """
+    )
+    assert all(run_script(script))
