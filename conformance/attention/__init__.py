@@ -1,0 +1,29 @@
+"""Conformance for an attention layer: protocol ``attention.forward`` (forward.py).
+
+``fn(hidden, weights, positions, spec) -> out [batch, seq, d_model]``: the layer's output given
+its weights (nn.Linear layout, no biases), with RoPE (any scaling), ALiBi or no encoding, causal
+or not, grouped-query heads, a padding mask and a KV cache (``spec``: an :class:`AttentionSpec`).
+Graded against the float64 reference on the rounded inputs, with a budget derived from the
+arithmetic in the dtype (budgets.py); a failing output is explained by fitting the usual faults
+(models.py).
+"""
+
+from conformance.attention.spec import AttentionSpec
+from conformance.core.family import Family
+
+FAMILY = Family(
+    name="attention",
+    protocols=("forward",),
+    codes={
+        "attention-encoding": "the position encoding inside attention is wrong: RoPE at positions restarting "
+                              "from 0 or off by one (a KV-cache offset ignored), the other pair layout, or none",
+        "attention-causal-off-by-one": "the causal mask is shifted by one: a query sees the next token, or not itself",
+        "attention-padding-ignored": "the padding mask is ignored: padded keys get attention weight",
+        "attention-scale-missing": "the logits are not scaled by 1/sqrt(head_dim)",
+        "attention-factor-twice": "the RoPE attention factor (YaRN, LongRoPE) is applied twice: the logits carry "
+                                  "its fourth power instead of its square",
+    },
+    exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec"},
+)
+
+__all__ = ["AttentionSpec", "FAMILY"]

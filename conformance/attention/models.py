@@ -1,0 +1,104 @@
+"""Fault models for diagnosing ``attention.forward``: the layer recomputed in float64 with one
+usual mistake, from the reference's intermediates (reference.attention.stages).
+
+Each model returns [b, s, D]; a failing output that one of them explains (within a few budgets on
+the graded rows) gets that model's code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+
+def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None):
+    """The layer from st with the rotated queries / new keys, visibility or logit factor replaced."""
+    b, s, D = st["X"].shape
+    hq, hkv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    P = st["keys"].shape[1] - s
+    qr = st["qr"] if qr is None else qr
+    keys = st["keys"] if kr is None else np.concatenate([st["keys"][:, :P], kr], axis=1)
+    vis = st["vis"] if vis is None else vis
+    heads = np.arange(hq) // (hq // hkv)
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    z = logit_mult * np.einsum("bihe,bjhe->bhij", qr, keys[:, :, heads]) * sc + st["bias"]
+    z = np.where(vis[:, None], z, -np.inf)
+    top = np.max(z, axis=-1, keepdims=True)
+    e = np.exp(z - np.where(np.isfinite(top), top, 0.0))
+    tot = e.sum(axis=-1, keepdims=True)
+    p = np.where(tot > 0, e / np.where(tot > 0, tot, 1.0), 0.0)
+    o = np.einsum("bhij,bjhe->bihe", p, st["values"][:, :, heads]).reshape(b, s, hq * d)
+    return o @ st["W"]["wo"].T
+
+
+def _rope(x, positions, spec, **changes):
+    from reference import rope
+
+    c = replace(spec, **changes) if changes else spec
+    return rope.apply(x, positions, rotary_dim=c.rotary_dim or c.head_dim, base=c.base, layout=c.layout,
+                      scaling=c.scaling, seq_len=c.seq_len or None, backend="numpy")
+
+
+def encoding_models(st, spec, positions):
+    """(description, output) for the encoding faults."""
+    out = []
+    if spec.encoding != "rope":
+        return out
+    restart = np.broadcast_to(np.arange(positions.shape[1]), positions.shape).copy()
+    shifts = {"RoPE at positions restarting from 0 (the KV-cache offset or the given positions ignored)": restart,
+              "RoPE at positions one too high": positions + 1, "RoPE at positions one too low": positions - 1}
+    for what, pos in shifts.items():
+        out.append((what, recompute(st, spec, qr=_rope(st["q"], pos, spec), kr=_rope(st["k"], pos, spec))))
+        out.append((what + " for the queries only", recompute(st, spec, qr=_rope(st["q"], pos, spec))))
+    other = "interleaved" if spec.layout == "half" else "half"
+    out.append((f"RoPE pairs in the {other} layout instead of {spec.layout}",
+                recompute(st, spec, qr=_rope(st["q"], positions, spec, layout=other),
+                          kr=_rope(st["k"], positions, spec, layout=other))))
+    out.append(("no RoPE applied", recompute(st, spec, qr=st["q"], kr=st["k"])))
+    return out
+
+
+def causal_models(st, spec, mask):
+    if not spec.causal:
+        return []
+    b, s, K = st["vis"].shape
+    P = K - s
+    out = []
+    for shift, what in ((1, "each query also sees the next token (mask diagonal off by one)"),
+                        (-1, "each query does not see itself (mask diagonal off by one)")):
+        vis = mask[:, None, :] & (np.arange(K)[None, :] <= P + np.arange(s)[:, None] + shift)[None]
+        out.append((what, recompute(st, spec, vis=vis)))
+    return out
+
+
+def padding_models(st, spec, mask):
+    if mask.all():
+        return []
+    b, s, K = st["vis"].shape
+    P = K - s
+    vis = np.ones((b, s, K), dtype=bool)
+    if spec.causal:
+        vis &= (np.arange(K)[None, :] <= P + np.arange(s)[:, None])[None]
+    return [("the padding mask is ignored: padded keys get weight", recompute(st, spec, vis=vis))]
+
+
+def scale_models(st, spec):
+    return [("the logits are not divided by sqrt(head_dim)", recompute(st, spec, scale=1.0))]
+
+
+def factor_models(st, spec):
+    if spec.encoding != "rope":
+        return []
+    from reference import rope
+
+    f = rope.frequencies(spec.rotary_dim or spec.head_dim, spec.base, spec.scaling, spec.seq_len or None)[1]
+    if f == 1.0:
+        return []
+    s = st["X"].shape[1]
+    P = st["keys"].shape[1] - s
+    return [(f"the attention factor {f:.6g} applied twice to cos and sin (logits times f^4, not f^2)",
+             recompute(st, spec, qr=st["qr"] * f, kr=st["keys"][:, P:] * f)),
+            (f"the attention factor {f:.6g} applied again as a softmax temperature (logits times f^4)",
+             recompute(st, spec, logit_mult=f * f))]

@@ -1,0 +1,59 @@
+"""The ``spec`` of an attention case (the last argument of ``attention.forward``)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Parameters of one attention layer call.
+
+    num_heads, num_kv_heads, head_dim   hq query heads over hkv kv heads (query head h reads kv
+                                        head h // (hq / hkv), HF repeat_kv), each of size d
+    causal        query slot i (after the cache's P slots: slot P + i) sees key slots <= P + i
+    encoding      "rope" (base, rotary_dim, layout "half" = rotate_half pairs (j, j + r/2) or
+                  "interleaved" = pairs (2j, 2j+1), scaling in HF rope_parameters form, whose
+                  attention factor multiplies cos and sin), "alibi" (bias -m_h (p_i - p_j), or
+                  -m_h |p_i - p_j| when not causal, added to the scaled logits) or "none"
+    scale         the logit scale 1 / sqrt(head_dim) (given for convenience)
+    attention_mask  None, or a bool tensor [batch, P + s] on the case's device: True where the
+                  key is a real token (HF's attention_mask); rows of padded queries are not graded
+    past_keys, past_values  None, or tensors [batch, hkv, P, d] in the dtype under test: the KV
+                  cache after projection and RoPE (as HF's cache holds it), keys of positions
+                  0..P-1; the new tokens follow at the given positions
+    """
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    causal: bool = True
+    encoding: str = "rope"
+    base: float = 10000.0
+    rotary_dim: int = 0
+    layout: str = "half"
+    scaling: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
+    seq_len: int = 0
+    attention_mask: Any = field(default=None, hash=False, compare=False, repr=False)
+    past_keys: Any = field(default=None, hash=False, compare=False, repr=False)
+    past_values: Any = field(default=None, hash=False, compare=False, repr=False)
+
+    @property
+    def scale(self) -> float:
+        return self.head_dim ** -0.5
+
+    @property
+    def past_len(self) -> int:
+        return 0 if self.past_keys is None else int(self.past_keys.shape[2])
+
+
+def spec_of(params) -> AttentionSpec:
+    """The static spec of a golden case (the tensors are added by the protocol's prepare)."""
+    return AttentionSpec(
+        num_heads=int(params["num_heads"]), num_kv_heads=int(params["num_kv_heads"]),
+        head_dim=int(params["head_dim"]), causal=bool(params["causal"]), encoding=str(params["encoding"]),
+        base=float(params.get("base", 10000.0)), rotary_dim=int(params.get("rotary_dim") or params["head_dim"]),
+        layout=str(params.get("layout", "half")), scaling=copy.deepcopy(params.get("scaling")),
+        seq_len=int(params.get("seq_len") or 0))
