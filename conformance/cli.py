@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "conformance.commands.vectors",
     "conformance.commands.identities",
     "conformance.commands.study",
+    "conformance.commands.bench",
 )
 
 

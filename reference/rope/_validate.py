@@ -81,6 +81,17 @@ def check_x(x):
     return np.array(arr, dtype=np.float64, order="C", copy=True)
 
 
+def as_x(x):
+    """As check_x, but without a copy when x is already float64 C-contiguous: the result may be
+    the caller's own array, so callers must not write into it."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"x: must have a real numeric dtype, got {arr.dtype}")
+    if arr.ndim != 4:
+        raise ValueError(f"x: must be 4-D [batch, seq, heads, head_dim], got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
 def check_positions(positions, shape=None):
     """positions: an integer array (not bool, not float); shape must equal ``shape`` if given.
 

@@ -7,7 +7,8 @@ theta_i = base**(-2i/r). Layouts and partial rotary: see layouts.py.
 ``cos_sin`` and ``apply`` are thin wrappers over the family-free frequency-table code in
 phase.py (``phase.ladder`` builds the table, ``phase.cos_sin_table`` / ``phase.rotate_table``
 evaluate it). Backends compute the same thing by different code:
-- "cpu": Numba @njit kernels (cpu_kernels.py) over ddmath.py (integer Payne-Hanek reduction);
+- "cpu": Numba @njit kernels (cpu_kernels.py): a vectorised float reduction for |m| <= 2**21,
+  ddmath.py (integer Payne-Hanek reduction) beyond, one pass over x for apply;
 - "cuda": numba.cuda.jit kernels (cuda_kernels.py) over the same ddmath functions;
 - "numpy": the vectorised twin (numpy_twin.py): float chunks and an error-free summation.
 Accuracy (ACCURACY.md): the reduction is exact for every accepted position |m| <= 2**53, so
@@ -23,6 +24,7 @@ from ._validate import (
     check_layout,
     check_mode,
     check_positions,
+    as_x,
     check_x,
     resolve_rotary_dim,
 )
@@ -74,7 +76,7 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", scaling
     nearest to the exact a c - b s (a s + b c). scaling, seq_len: as in cos_sin; the rotated
     pairs are then multiplied by the attention factor (the pass-through tail is not).
     """
-    out = check_x(x)
+    out = as_x(x)
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
     layout = check_layout(layout)
     m = check_positions(positions, out.shape[:2])
@@ -82,5 +84,7 @@ def apply(x, positions, *, rotary_dim=None, base=10000.0, layout="half", scaling
     mode = check_mode(mode)
     table, factor = scaled_table(r, base, scaling, seq_len)
     if factor(64) == 1:
-        return phase._rotate(out, m, table, r, layout, backend, mode)
-    return phase.scaled_rotate(out, m, table, factor, r, layout, backend, mode)
+        # shared: out may be the caller's x (no copy); the cpu backend reads it once and writes
+        # a new array (one pass over memory)
+        return phase._rotate(out, m, table, r, layout, backend, mode, shared=True)
+    return phase.scaled_rotate(check_x(x), m, table, factor, r, layout, backend, mode)

@@ -63,7 +63,7 @@ from ._validate import (
     check_mode,
     check_positions,
     check_rotary_dim,
-    check_x,
+    as_x,
     resolve_rotary_dim,
 )
 
@@ -344,7 +344,7 @@ def rotate_table(x, positions, table, *, layout, rotary_dim=None, backend="cpu",
     is the float64 nearest to the exact a cos - b sin (resp. a sin + b cos).
     """
     table = _check_table(table)
-    out = check_x(x)
+    out = as_x(x)
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
     layout = check_layout(layout)
     m = check_positions(positions, out.shape[:2])
@@ -352,16 +352,31 @@ def rotate_table(x, positions, table, *, layout, rotary_dim=None, backend="cpu",
     mode = check_mode(mode)
     if table.count != r // 2:
         raise ValueError(f"table: has {table.count} frequencies, rotary_dim {r} needs {r // 2}")
-    return _rotate(out, m, table, r, layout, backend, mode)
+    return _rotate(out, m, table, r, layout, backend, mode, shared=True)
 
 
-def _rotate(out, m, table, r, layout, backend, mode):
-    """Rotate the validated float64 copy ``out`` in place (or return a new array); see above."""
+def _rotate(out, m, table, r, layout, backend, mode, *, shared=False):
+    """The rotation of ``out`` (validated float64 C-order), returned as an array shaped like it.
+
+    shared=False: ``out`` is the caller's private copy and may be overwritten (the numpy and
+    cuda backends rotate it in place). shared=True: ``out`` may be the user's own array and is
+    never written. The cpu backend always reads ``out`` and writes a new array in one pass.
+    """
     from .layouts import _rotate_in_place
 
     if out.size == 0:
-        return out
+        return out.copy() if shared else out
     code = 0 if layout == "half" else 1
+    if backend == "cpu":
+        kernels = _kernels(backend)
+        if mode == "fast":
+            return kernels.apply_fast(out, m, table.limbs, code)
+        rotated, flags = kernels.apply_golden(out, m, table.limbs, code)
+        if flags.any():
+            _fix_rotate(rotated, out, flags, m, table, r, layout)
+        return rotated
+    if shared:
+        out = out.copy()
     if mode == "fast":
         if backend == "numpy":
             c, s, _ = numpy_twin.cos_sin(m.reshape(-1), table)
