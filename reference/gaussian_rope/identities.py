@@ -99,3 +99,75 @@ def score_shift() -> float:
             got = score(q, k, np.array([[m + s]]), np.array([[n + s]]), kernel=DOCUMENT_KERNEL)[0, 0, 0, 0]
             worst = max(worst, abs(got - ref) / norm)
     return worst
+
+
+# ---- the backward pass (reference/gaussian_rope/backward.py) ------------------------------------
+
+# K(m) normal up to m = 759 (the bound is relative to K); 2**20 is exactly 0 on both sides
+BACKWARD_POSITIONS = np.array([[0, 1, 3, 7, 20, 50, 100, 400, 700, 2**20]])
+
+
+@register(id="gaussian_rope.backward-adjoint", bound=24 * U,
+          statement="apply's VJP: <VJP(g), dx> = <g, K(m) R_m dx> per token and head (document kernel, "
+          "m = 0..700 where K(m) is normal, and 2^20 where it is 0; rotary 48 of 64, both layouts, fast mode)")
+def backward_adjoint() -> float:
+    """Residual: max over tokens and heads of |<apply_vjp(g), dx> - <g, apply(dx)>| / N,
+    N = K(m) (sum_pairs |g_pair| |dx_pair| + sum_tail |g_j| |dx_j|) (tokens with K(m) = 0 give 0 = 0).
+
+    Bound 24u: both sides are RoPE's fast rotation (5u per element relative to the pair's norm) times
+    K(m) rounded once (u) with one more rounding (u): 7u K |pair| per element, 9.9u K |pair| per pair,
+    9.9u N in the dot product (Cauchy-Schwarz); the fsum dot adds 2u N. 11.9u N per side, 23.8u apart.
+    """
+    from reference.gaussian_rope import backward
+    from reference.rope import backward as rope_backward
+
+    rng = np.random.default_rng(20240102)
+    worst = 0.0
+    for layout in ("half", "interleaved"):
+        g = rng.standard_normal((1, BACKWARD_POSITIONS.shape[1], 2, D))
+        dx = rng.standard_normal(g.shape)
+        kw = dict(kernel=DOCUMENT_KERNEL, rotary_dim=48, layout=layout, backend="numpy")
+        grad = backward.apply_vjp(g, BACKWARD_POSITIONS, **kw)
+        jdx = apply(dx, BACKWARD_POSITIONS, **kw)
+        amp = kernel(BACKWARD_POSITIONS, DOCUMENT_KERNEL)[:, :, None]
+        weights = rope_backward.pair_weights(g, dx, 48, layout, (amp[..., None], amp))
+        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, jdx, weights))
+    return worst
+
+
+@register(id="gaussian_rope.backward-score-adjoint", bound=48 * U,
+          statement="score's VJP: <grad_q, dq> + <grad_k, dk> = sum_ij G_ij (S(dq, k) + S(q, dk))_ij "
+          "(S bilinear; document kernel, sq, sk <= 8, distances up to 60)")
+def backward_score_adjoint() -> float:
+    """Residual: |lhs - rhs| / N per batch row and head, N = sum_ij |G_ij| K_ij (|dq_i| |k_j| +
+    |q_i| |dk_j|), K_ij = K(n_j - m_i) as computed (the same float64 values on both sides).
+
+    Bound 48u. lhs: W = G K rounded (u), the einsum over at most 8 keys (8u, recursive summation),
+    the rotation of k before (7.1u) and the one back (7.1u), the fsum dot with dq (2u): 25.2u N.
+    rhs: each score is two rotations (14.2u), an fsum dot (2u), the product by K (u); G S and the
+    fsum over i, j add 2u: 19.2u N. Together 44.4u, rounded up to 48u.
+    """
+    from reference.gaussian_rope import backward
+
+    rng = np.random.default_rng(20240103)
+    worst = 0.0
+    for layout, (sq, sk) in (("half", (3, 5)), ("interleaved", (8, 8)), ("half", (1, 7))):
+        q = rng.standard_normal((2, sq, 2, 24))
+        k = rng.standard_normal((2, sk, 2, 24))
+        dq, dk = rng.standard_normal(q.shape), rng.standard_normal(k.shape)
+        qp = rng.integers(0, 60, (2, sq))
+        kp = rng.integers(0, 60, (2, sk))
+        G = rng.standard_normal((2, 2, sq, sk))
+        kw = dict(kernel=DOCUMENT_KERNEL, rotary_dim=16, layout=layout)
+        gq, gk = backward.score_vjp(G, q, k, qp, kp, **kw)
+        s1 = score(dq, k, qp, kp, **kw)
+        s2 = score(q, dk, qp, kp, **kw)
+        kern = kernel(kp[:, None, :] - qp[:, :, None], DOCUMENT_KERNEL)[:, None]  # [b, 1, sq, sk]
+        nq, nk = np.linalg.norm(q, axis=-1), np.linalg.norm(k, axis=-1)  # [b, s, h]
+        ndq, ndk = np.linalg.norm(dq, axis=-1), np.linalg.norm(dk, axis=-1)
+        scale = np.abs(G) * kern * (np.einsum("bih,bjh->bhij", ndq, nk) + np.einsum("bih,bjh->bhij", nq, ndk))
+        for b, h in np.ndindex(2, 2):
+            lhs = math.fsum([_dot(gq[b, :, h], dq[b, :, h]), _dot(gk[b, :, h], dk[b, :, h])])
+            rhs = _dot(G[b, h], s1[b, h] + s2[b, h])
+            worst = max(worst, abs(lhs - rhs) / float(np.sum(scale[b, h])))
+    return worst

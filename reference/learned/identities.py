@@ -173,3 +173,49 @@ def correctly_rounded() -> float:
             if out[idx] != want:
                 worst = max(worst, abs(out[idx] - want) / np.spacing(abs(want)))
     return float(worst)
+
+
+# ---- the backward pass (reference/learned/backward.py) ------------------------------------------
+
+
+@register(id="learned.backward-scatter-add", bound=0.0,
+          statement="the VJP of x + table[row]: grad_x = g, and grad_table[r] = the exact sum of the g of the "
+          "tokens reading row r, correctly rounded (golden), 0 for unread rows (BERT, GPT-2, RoBERTa)")
+def backward_scatter_add() -> float:
+    """Residual: largest difference between (grad_x, golden grad_table) and (g, the float64 nearest to
+    the exact rational sum of each row's contributions); also between the fast grad_table and it on the
+    rows read by at most two tokens, and 0 on unread rows (0 when all agree bit for bit).
+
+    Bound 0: grad_x is g converted, exactly. The golden table gradient is math.fsum of each row's
+    contributions, which rounds the exact sum once, as float(Fraction) does; the fast scatter-add
+    starts from 0 (0 + g_1 = g_1 exactly) and rounds g_1 + g_2 once, so rows with at most two readers
+    are correctly rounded too. Contributions span 2^-60..2^60 with cancelling pairs, so a sloppy
+    summation shows.
+    """
+    from fractions import Fraction
+
+    from reference.learned import backward
+
+    rng = _rng("learned.backward-scatter-add")
+    worst = 0.0
+    for num_positions, variant, padding_idx in TABLES:
+        low, high = learned.position_range(num_positions, variant, padding_idx)
+        pos = rng.integers(low, min(high, low + 8), size=(3, 20), endpoint=True)
+        pos[2, -1] = high  # read once
+        g = rng.standard_normal((3, 20, D_MODEL)) * np.exp2(rng.integers(-60, 60, size=(3, 20, D_MODEL)))
+        g[1, 1] = -g[1, 0] * (1 + 2.0 ** -40)  # a near cancellation where they share a row
+        pos[1, 1] = pos[1, 0]
+        gx, gt = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx, mode="golden")
+        _, fast = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx)
+        rows = learned.rows(pos, num_positions, variant=variant, padding_idx=padding_idx).reshape(-1)
+        exact = [[Fraction(0)] * D_MODEL for _ in range(num_positions)]
+        for t, r in enumerate(rows.tolist()):
+            for j, v in enumerate(g.reshape(-1, D_MODEL)[t].tolist()):
+                exact[r][j] += Fraction(v)
+        want = np.array([[float(v) for v in row] for row in exact])
+        counts = np.bincount(rows, minlength=num_positions)
+        few = counts <= 2
+        for got, ref in ((gx, g), (gt, want), (fast[few], want[few])):
+            diff = np.abs(np.asarray(got) - np.asarray(ref))
+            worst = max(worst, float(np.max(diff)) if diff.size else 0.0)
+    return worst

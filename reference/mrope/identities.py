@@ -33,3 +33,32 @@ def sections_partition() -> float:
         which = streams(128, sec, variant)
         bad += int(which.size != 64) + int(np.sum(np.abs(np.bincount(which, minlength=3) - np.array(sec))))
     return float(bad)
+
+
+# ---- the backward pass (reference/mrope/backward.py) --------------------------------------------
+
+
+@register(id="mrope.backward-adjoint", bound=19 * 2.0**-53,
+          statement="<VJP(g), dx> = <g, M-RoPE(dx)> per token and head (qwen2 and qwen3 sections, distinct "
+          "t, h, w streams up to 2^20, rotary 48 of 64)")
+def backward_adjoint() -> float:
+    """Residual: max over tokens and heads of |<apply_vjp(g), dx> - <g, apply(dx)>| / N,
+    N = sum_pairs |g_pair| |dx_pair| + sum_tail |g_j| |dx_j|.
+
+    Bound 19u: each side rotates each pair with cos/sin within 1.5 ulp (3u) by two products and a sum:
+    5u (|a c| + |b s|) <= 5u |pair| per element, 7.1u |pair| per pair (RoPE's count), 7.1u N in the dot
+    (Cauchy-Schwarz); the fsum dot adds 2u N. Both sides 9.1u N: 18.2u apart.
+    """
+    from reference.mrope import backward
+    from reference.rope import backward as rope_backward
+
+    rng = np.random.default_rng(2409_12191)
+    worst = 0.0
+    for variant, section, layout in (("qwen2", (4, 10, 10), "half"), ("qwen3", (8, 8, 8), "interleaved")):
+        pos = np.stack([rng.integers(0, 2**20, (2, 6)) for _ in range(3)])
+        g, dx = rng.standard_normal((2, 6, 2, 64)), rng.standard_normal((2, 6, 2, 64))
+        kw = dict(mrope_section=section, variant=variant, rotary_dim=48, layout=layout, backend="numpy")
+        grad = backward.apply_vjp(g, pos, **kw)
+        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, apply(dx, pos, **kw),
+                                                          rope_backward.pair_weights(g, dx, 48, layout)))
+    return worst

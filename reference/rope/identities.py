@@ -503,3 +503,104 @@ def decay_curve() -> float:
 
 # The scaling types' identities live with them (reference/rope/scaling/identities.py).
 from reference.rope.scaling import identities as _scaling_identities  # noqa: E402,F401
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward pass (reference/rope/backward.py): the VJP of apply
+
+BACKWARD_SCALINGS = (
+    None,
+    {"rope_type": "linear", "factor": 4.0},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8192},
+)
+
+
+def _backward_case(name, head_dim, tokens=48):
+    rng = _rng(name + str(head_dim))
+    ms = _positions(rng, tokens - len(EDGE_POSITIONS))
+    return rng, ms.reshape(1, -1), rng.standard_normal((1, ms.size, 2, head_dim))
+
+
+@register(id="rope.backward-is-inverse-rotation", bound=0.0,
+          statement="the VJP of apply, computed as apply at -m, equals bit for bit R_m^T g built from the "
+          "forward's own cos/sin table at +m (tail passed through; 5 model configs, cpu and numpy)")
+def backward_is_inverse_rotation() -> float:
+    """Residual: largest difference between backward.apply_vjp(g, m) (the forward kernels at -m) and
+    backward.transposed_rotation(g, m) = pairs (a c + b s, b c - a s) with (c, s) = cos_sin(m), the
+    tail copied (0 when bit-identical).
+
+    Bound 0: R_m^T = R_{-m}; the reduction of m theta is exact and the kernels evaluate cos and
+    sin of -phi as cos phi and -sin phi bit for bit (an even/odd evaluation on |phi|), and both sides
+    then do the same two products and one sum per element (a c - b (-s) = a c + b s and
+    a (-s) + b c = b c - a s exactly: a negation never rounds). The tail is copied by both.
+    """
+    from reference.rope import backward
+
+    worst = 0.0
+    for (head_dim, rotary_dim, base, layout), be in itertools.product(CONFIGS, APPLY_BACKENDS):
+        _, ms, g = _backward_case("rope.backward-is-inverse-rotation", head_dim)
+        kw = dict(rotary_dim=rotary_dim, base=base, layout=layout, backend=be)
+        worst = max(worst, _bit_residual(backward.apply_vjp(g, ms, **kw), backward.transposed_rotation(g, ms, **kw)))
+        worst = max(worst, _bit_residual(backward.apply_vjp(g, ms, **kw)[..., rotary_dim:], g[..., rotary_dim:]))
+    return worst
+
+
+@register(id="rope.backward-scaled-inverse-rotation", bound=14 * U,
+          statement="with a scaling type (linear, yarn, llama3: attention factor f), the VJP f R_{-m} g "
+          "equals R_m^T g built from the forward's (f cos, f sin) table within 14u f (|a| + |b|)")
+def backward_scaled_inverse_rotation() -> float:
+    """Residual: max over pair elements of |apply_vjp - transposed_rotation| / (f (|a| + |b|)), (a, b)
+    the pair of g; the tail must be bit-identical (else infinity).
+
+    Bound 14u: apply_vjp rotates (5u (|a c| + |b s|) per element, RoPE's count) then multiplies by f
+    rounded once (u) with one more rounding (u): 7u f (|a| + |b|). transposed_rotation's table
+    f cos, f sin is within 1.5 ulp + 1.5 ulp of the exact (3u + 3u relative, reference.rope.cos_sin),
+    then two products and a sum: (6u + u) f (|a| + |b|) (the sum's rounding is relative to its
+    result, at most f(|a| + |b|)). Both within 7u f (|a| + |b|) of f R_{-m} g: 14u apart.
+    """
+    from reference.rope import backward
+
+    worst = 0.0
+    for (head_dim, rotary_dim, base, layout), scaling in itertools.product(CONFIGS[:3], BACKWARD_SCALINGS[1:]):
+        _, ms, g = _backward_case("rope.backward-scaled-inverse-rotation", head_dim)
+        kw = dict(rotary_dim=rotary_dim, base=base, layout=layout, scaling=scaling, seq_len=None)
+        got = backward.apply_vjp(g, ms, **kw)
+        ref = backward.transposed_rotation(g, ms, **kw)
+        f = rope.frequencies(rotary_dim, base, scaling)[1]
+        a, b = _pairs(g, rotary_dim, layout)
+        mag = np.concatenate([np.abs(a) + np.abs(b)] * 2, axis=-1)
+        d0, d1 = _pairs(got - ref, rotary_dim, layout)
+        worst = max(worst, float(np.max(np.abs(np.concatenate([d0, d1], axis=-1)) / (f * mag))))
+        if _bit_residual(got[..., rotary_dim:], g[..., rotary_dim:]) != 0.0:
+            return math.inf
+    return worst
+
+
+@register(id="rope.backward-adjoint", bound=24 * U,
+          statement="<VJP(g), dx> = <g, J dx> with J dx = apply(dx) (apply is linear), per token and head "
+          "(5 model configs, default and 3 scaling types, cpu and numpy, m up to 2^24)")
+def backward_adjoint() -> float:
+    """Residual: max over tokens and heads of |<apply_vjp(g), dx> - <g, apply(dx)>| / N with
+    N = sum_pairs f |g_pair| |dx_pair| + sum_tail |g_j| |dx_j| (backward.adjoint_residual).
+
+    Bound 24u: each side is a computed linear map (per pair element within 7u f |pair| of the exact:
+    RoPE's 5u with |a c| + |b s| <= |(a, b)|, plus 2u for the factor f rounded and applied, so 9.9u f
+    |pair| per pair as a vector, which Cauchy-Schwarz turns into 9.9u N in the dot product) and an fsum
+    dot (each product rounded, the sum once: 2u N). Both sides 11.9u N: 23.8u N apart.
+    """
+    from reference.rope import backward
+
+    worst = 0.0
+    for (head_dim, rotary_dim, base, layout), scaling, be in itertools.product(CONFIGS, BACKWARD_SCALINGS,
+                                                                                APPLY_BACKENDS):
+        rng, ms, g = _backward_case("rope.backward-adjoint", head_dim)
+        dx = rng.standard_normal(g.shape)
+        kw = dict(rotary_dim=rotary_dim, base=base, layout=layout, scaling=scaling, backend=be)
+        grad = backward.apply_vjp(g, ms, **kw)
+        jdx = backward.apply_jvp(dx, ms, **kw)
+        f = rope.frequencies(rotary_dim, base, scaling)[1]
+        weights = backward.pair_weights(g, dx, rotary_dim, layout, (f, 1.0))
+        worst = max(worst, backward.adjoint_residual(grad, dx, g, jdx, weights))
+    return worst

@@ -78,3 +78,38 @@ def resolution_change() -> float:
         out_small = apply(xb[:, keep], small, mode="golden", backend="numpy", **kw)
         worst = max(worst, float(np.max(np.abs(out_big[:, keep] - out_small))))
     return worst
+
+
+# ---- the backward pass (reference/rope2d/backward.py) -------------------------------------------
+
+
+@register(id="rope2d.backward-adjoint", bound=19 * 2.0**-53,
+          statement="<VJP(g), dx> = <g, RoPE2d(dx)> per token and head (axial, both orders and layouts, a CLS "
+          "token; RoPE-Mixed with random frequencies)")
+def backward_adjoint() -> float:
+    """Residual: max over tokens and heads of |<apply_vjp(g), dx> - <g, apply(dx)>| / N,
+    N = sum_pairs |g_pair| |dx_pair|.
+
+    Bound 19u, as mrope.backward-adjoint: both sides rotate with the same cos/sin values (the angle of
+    -c is exactly minus the angle of c, and cos/sin are even/odd), 7.1u N per side from the rotation
+    and 2u N from the fsum dot. For RoPE-Mixed the argument does not even need accurate cos/sin: the
+    backward turns by exactly the computed forward angle, backwards.
+    """
+    from reference.rope import backward as rope_backward
+    from reference.rope2d import backward
+
+    rng = np.random.default_rng(2403_13298)
+    worst = 0.0
+    cases = ((dict(base=100.0, layout="interleaved", order=("x", "y"), cls_tokens=1), 2),
+             (dict(base=1e4, layout="half", order=("y", "x"), cls_tokens=0), 2),
+             (dict(layout="interleaved", cls_tokens=1, freqs=None), 2))
+    for kw, heads in cases:
+        g, dx = rng.standard_normal((2, 7, heads, 16)), rng.standard_normal((2, 7, heads, 16))
+        coords = rng.integers(0, 64, (2, 7, 2))
+        if "freqs" in kw:
+            kw = dict(kw, freqs=rng.standard_normal((2, heads, 8)))
+        grad = backward.apply_vjp(g, coords, backend="numpy", **kw)
+        jdx = apply(dx, coords, backend="numpy", **kw)
+        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, jdx,
+                                                          rope_backward.pair_weights(g, dx, 16, kw["layout"])))
+    return worst

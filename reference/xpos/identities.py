@@ -74,3 +74,38 @@ def centring_cancels() -> float:
         for c in (7.0, -2048.0, 40000.0):
             worst = max(worst, abs(_logit(q, k, m, n, c) - ref) / _scale(q, k, m, n))
     return worst
+
+
+# ---- the backward pass (reference/xpos/backward.py) ---------------------------------------------
+
+
+@register(id="xpos.backward-adjoint", bound=24 * U,
+          statement="<grad_q, dq> + <grad_k, dk> = <g_q, J_q dq> + <g_k, J_k dk> per token and head, J the "
+          "(linear) forward (positions 0..20000, centre 0 and 1000, both layouts)")
+def backward_adjoint() -> float:
+    """Residual: max over tokens and heads of |<grad_q, dq> - <g_q, q_out(dq)>| / N_q and the same for
+    k, N_q = sum_pairs s_i |g_pair| |dq_pair| + sum_tail |g_j| |dq_j| with s_i = zeta_i^((m - c)/B)
+    (1 / s_i for k).
+
+    Bound 24u: as for RoPE with an amplitude (rope.backward-adjoint): each side is the fast rotation
+    (5u per element of the pair's norm) times the scale rounded once (u) and one product (u), 9.9u
+    s_i |pair| per pair, and an fsum dot (2u N): 23.8u N for both.
+    """
+    from reference.rope import backward as rope_backward
+    from reference.xpos import backward
+
+    rng = np.random.default_rng(2212_10554)
+    positions = np.array([[0, 1, 5, 511, 512, 4096, 20000]])  # scales stay normal (zeta_0^39)
+    worst = 0.0
+    for layout, centre in (("interleaved", 0.0), ("half", 1000.0)):
+        gq, gk, dq, dk = (rng.standard_normal((1, positions.shape[1], 2, 40)) for _ in range(4))
+        kw = dict(rotary_dim=32, layout=layout, centre=centre, backend="numpy")
+        grad_q, grad_k = backward.apply_vjp(gq, gk, positions, **kw)
+        jq, _ = apply(dq, dq, positions, **kw)
+        _, jk = apply(dk, dk, positions, **kw)
+        e = ((positions - centre) / 512.0)[..., None, None]  # [1, s, 1, 1]
+        s = zeta(32) ** e  # [1, s, 1, r/2]
+        for grad, d, g, j, amp in ((grad_q, dq, gq, jq, s), (grad_k, dk, gk, jk, 1.0 / s)):
+            weights = rope_backward.pair_weights(g, d, 32, layout, (amp, 1.0))
+            worst = max(worst, rope_backward.adjoint_residual(grad, d, g, j, weights))
+    return worst

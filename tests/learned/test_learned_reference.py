@@ -206,7 +206,8 @@ def test_oracle_rounds_to_the_reference_and_refuses_the_wall():
 def test_every_learned_identity_holds():
     rows = identities.run_identities("learned")
     assert {r["id"] for r in rows} == {"learned.length-wall", "learned.zero-input-row", "learned.roberta-offset",
-                                       "learned.backends-agree", "learned.correctly-rounded"}
+                                       "learned.backends-agree", "learned.correctly-rounded",
+                                       "learned.backward-scatter-add"}
     assert all(r["verdict"] == "holds" and r["residual"] == 0.0 for r in rows), rows
 
 

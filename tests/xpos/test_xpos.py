@@ -40,7 +40,8 @@ def test_zeta_matches_the_formula_and_bad_parameters_are_refused():
 def test_identities_hold():
     load_all()
     rows = run_identities("xpos")
-    assert {r["id"] for r in rows} == {"xpos.logit-depends-on-distance", "xpos.logit-decays", "xpos.centring-cancels"}
+    assert {r["id"] for r in rows} == {"xpos.logit-depends-on-distance", "xpos.logit-decays", "xpos.centring-cancels",
+                                       "xpos.backward-adjoint"}
     assert all(r["verdict"] == "holds" for r in rows)
 
 
