@@ -35,6 +35,9 @@ def run_conformance(
     max_time: Optional[float] = DEFAULT_MAX_TIME,
     keep_going: bool = False,
     expected_failures=None,
+    shapes: str = "sample",
+    grad: bool = False,
+    autocast: Optional[str] = None,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -45,7 +48,13 @@ def run_conformance(
     drawn at run time from ``seed`` (a new seed when None; Report.seed says which). max_time:
     the whole run's deadline in seconds; keep_going: call the adapter even after two timeouts in
     a row (conformance.guard). expected_failures: a baseline file of known failing cases
-    (conformance.baseline): they count as xfail, not as failures.
+    (conformance.baseline): they count as xfail, not as failures. shapes: "full" grades the
+    whole shape matrix of the fresh cases (rope.apply: batched decode, tile-boundary lengths,
+    head counts, ...), "sample" (default) one case of each kind. grad: also grade the gradient of
+    each differentiable input (torch.autograd.grad with a cotangent drawn from the case) against the
+    float64 reference backward, and run torch.autograd.gradcheck in float64 (protocols with a
+    backward: rope.apply). autocast: "bfloat16" or "float16": call the adapter inside
+    torch.autocast(device, dtype); an output arriving in that dtype is graded with its budget.
     """
     from conformance.loader import load_target
 
@@ -72,6 +81,9 @@ def run_conformance(
         max_time=max_time,
         keep_going=keep_going,
         expected_failures=None if expected_failures is None else str(expected_failures),
+        shapes=shapes,
+        grad=grad,
+        autocast=autocast,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

@@ -51,6 +51,11 @@ class CaseResult:
     mismatch: Optional[dict] = None
     first_failing_position: Optional[int] = None
     expected_failure: bool = False  # failing, and listed in the --expected-failures baseline
+    # The dtype the output arrived in (under --autocast it may be the autocast dtype).
+    output_dtype: Optional[str] = None
+    # --grad: {"verdict", "budget_ratio", "inputs": {role: {"verdict", "budget_ratio",
+    # "max_abs_error", "worst_index", "worst_location", "mismatch", "dtype"}}}; None without --grad.
+    grad: Optional[dict] = None
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries

@@ -76,6 +76,9 @@ class Options:
     fresh: bool = True  # also grade cases drawn at run time (reference.golden.fresh)
     seed: Optional[int] = None  # their seed (None: drawn; a fresh-<seed> in --cases gives it)
     expected_failures: Optional[str] = None  # a baseline file of known failures (conformance.baseline)
+    shapes: str = "sample"  # "full": the whole shape matrix of the fresh cases (reference.golden.fresh)
+    grad: bool = False  # also grade each differentiable input's gradient (conformance.training)
+    autocast: Optional[str] = None  # run the adapter inside torch.autocast(device, this dtype)
 
 
 def check_options(opts: Options) -> Options:
@@ -106,6 +109,11 @@ def check_options(opts: Options) -> Options:
 
         if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or not 0 <= opts.seed <= MAX_SEED:
             raise OptionError(f"seed must be an integer from 0 to {MAX_SEED}, got {opts.seed!r}")
+    from reference.golden.fresh import SHAPES
+
+    if opts.shapes not in SHAPES:
+        raise OptionError(f"shapes must be one of {', '.join(SHAPES)}, got {opts.shapes!r}")
+    _check_training(opts, proto)
     for name in ("timeout", "max_time"):
         try:
             setattr(opts, name, check_timeout(getattr(opts, name)))
@@ -207,12 +215,21 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--device", opts.device]
         if "/fresh-" in case_id and opts.seed is not None:
             parts += ["--seed", str(opts.seed)]
+        if "/fresh-" in case_id and opts.shapes != "sample":
+            parts += ["--shapes", opts.shapes]
+        if opts.grad:
+            parts += ["--grad"]
+        if opts.autocast:
+            parts += ["--autocast", opts.autocast]
         return " ".join(shlex.quote(p) for p in parts)
     return (
         "from conformance import run_conformance; "
         f"print(run_conformance(fn, {opts.protocol!r}, cases={case_id!r}, dtypes=({dtype!r},), "
         f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}"
         + (f", seed={opts.seed}" if "/fresh-" in case_id and opts.seed is not None else "")
+        + (f", shapes={opts.shapes!r}" if "/fresh-" in case_id and opts.shapes != "sample" else "")
+        + (", grad=True" if opts.grad else "")
+        + (f", autocast={opts.autocast!r}" if opts.autocast else "")
         + ").summary())"
     )
 
@@ -252,7 +269,12 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     # The adapter gets its own copy of the spec: one that edits it (spec.scaling is a dict, as in
     # HF configs that code rewrites in place) must not change the reference it is graded against.
     prepared = proto.prepare(case, copy.deepcopy(spec), dtype, opts.device)
-    outcome = invoker.call(*prepared.args)
+    training = None
+    if opts.grad or opts.autocast:
+        training = _training_call(proto, case, spec, prepared, opts, invoker)
+        outcome = training["outcome"]
+    else:
+        outcome = invoker.call(*prepared.args)
     must_raise = proto.expected_error(case, spec)
     if outcome.kind == "unsupported":
         result.verdict = "skip"
@@ -272,8 +294,11 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
         # kind is raised, crashed or timeout (isolation.KINDS), each a diagnosis code too
         result.diagnoses.append(Diagnosis(outcome.kind, outcome.error or outcome.kind))
     else:
+        value = outcome.value
+        if training is not None:
+            value, prepared = _training_value(training, value, prepared, opts)
         try:
-            graded = proto.grade(case, spec, prepared, outcome.value)
+            graded = proto.grade(case, spec, prepared, value)
         except Exception as exc:  # noqa: BLE001 - an exotic return value must not stop the run
             result.diagnoses.append(
                 Diagnosis("raised", f"the returned value could not be graded: {error_line(exc)}")
@@ -283,6 +308,7 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
             return result
         if proto.dtype_free and graded.output_dtype in tolerance.DTYPES:
             result.dtype = graded.output_dtype
+        result.output_dtype = graded.output_dtype
         profile = opts.profile
         result.verdict = _verdict(graded, profile)
         result.max_abs_error = graded.max_abs_error
@@ -304,6 +330,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
                 codes = {d.code for d in result.diagnoses}
                 result.diagnoses.extend(d for d in found if d.code not in codes)
                 result.notes.extend(notes)
+        if training is not None:
+            _grade_training(proto, case, spec, prepared, training, graded, opts, result)
     result.repro = repro_snippet(case.id, result.dtype, opts, target)
     result.duration_s = time.perf_counter() - start
     return result
@@ -322,6 +350,156 @@ def _locate(proto, case, spec, prepared, graded, profile, result) -> None:
             result.worst_location = f"element {result.worst_index} ({error_line(exc)})"
     over = [p[0] for p in result.curve if len(p) > 3 and not p[3] <= 1.0]
     result.first_failing_position = int(min(over)) if over else None
+
+
+# ------------------------------------------------------------------------------------------
+# Training: --grad and --autocast (conformance.training; docs/design.md, "Training")
+
+
+def _check_training(opts: Options, proto) -> None:
+    from conformance.training import AUTOCAST_DTYPES
+
+    opts.grad = bool(opts.grad)
+    if opts.autocast is not None and opts.autocast not in AUTOCAST_DTYPES:
+        raise OptionError(f"autocast must be one of {', '.join(AUTOCAST_DTYPES)}, got {opts.autocast!r}")
+    if opts.grad and not getattr(proto, "differentiable", False):
+        able = [n for n in registry.protocol_names() if getattr(registry.get(n), "differentiable", False)]
+        raise OptionError(f"grad: {proto.name} has no backward to grade (protocols graded with --grad: "
+                          f"{', '.join(able) or 'none'})")
+
+
+def _training_call(proto, case, spec, prepared, opts: Options, invoker) -> dict:
+    """Call the adapter with a training plan: {"outcome", "roles" {role: arg index}, "cotangents"}."""
+    from conformance.training import make_plan
+
+    roles, cots, note = {}, (), None
+    if opts.grad and prepared.dtype is not None:
+        try:
+            roles = dict(proto.grad_inputs(case, spec, prepared) or {})
+            if roles:
+                cots = tuple(proto.cotangents(case, spec, prepared))
+        except Exception as exc:  # noqa: BLE001 - a protocol bug must not stop the run
+            roles, cots, note = {}, (), f"--grad: the gradient could not be set up: {error_line(exc)}"
+    plan = make_plan(tuple(roles.values()), cots, opts.autocast, opts.device)
+    return {"outcome": invoker.call(*prepared.args, plan), "roles": roles, "cotangents": cots, "info": None,
+            "note": note}
+
+
+def _training_value(training: dict, value, prepared, opts: Options):
+    """(the output to grade, the Prepared to grade it with): under autocast, an output that arrived
+    in the autocast dtype is graded with that dtype's budget."""
+    from conformance.training import budget_dtype, unpack
+
+    value, info = unpack(value)
+    training["info"] = info
+    chosen = budget_dtype(value, prepared.dtype, opts.autocast)
+    if chosen != prepared.dtype:
+        prepared = dataclasses.replace(prepared, dtype=chosen)
+    return value, prepared
+
+
+_RANK = {"pass": 0, "acceptable": 1, "fail": 2, "error": 3}
+
+
+def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: Options, result) -> None:
+    """Autocast's note, and the gradients (result.grad; the case's verdict takes the worse)."""
+    if opts.autocast:
+        result.notes.append(f"autocast {opts.autocast}: the output arrived in {graded.output_dtype or 'no tensor'}"
+                            f"; graded with the {prepared.dtype} budget")
+    if not opts.grad:
+        return
+    roles, info = training["roles"], training["info"]
+    if training.get("note"):
+        result.notes.append(training["note"])
+        return
+    if not roles:
+        result.notes.append("--grad: no gradient graded for this case (no differentiable input here, "
+                            "e.g. an in-place kernel)")
+        return
+    if info is None:
+        result.grad = {"verdict": "error", "budget_ratio": None, "inputs": {}}
+        result.diagnoses.append(Diagnosis("raised", "--grad: the call returned no gradients"))
+        result.verdict = "error"
+        return
+    if info.get("problem"):
+        raised = info["problem"].startswith("the backward pass raised")
+        verdict = "error" if raised else "fail"
+        result.grad = {"verdict": verdict, "budget_ratio": None, "inputs": {}, "problem": info["problem"]}
+        result.diagnoses.append(Diagnosis("raised" if raised else "backward-missing", info["problem"]))
+        if _RANK.get(verdict, 0) > _RANK.get(result.verdict, 0):
+            result.verdict = verdict
+        return
+    import torch
+
+    applied = tuple(c.to(torch_dtype(d)) if d in tolerance.DTYPES else c
+                    for c, d in zip(training["cotangents"], info.get("cotangent_dtypes", ())))
+    grads = {role: info["grads"][k] if k < len(info["grads"]) else None for k, role in enumerate(roles)}
+    try:
+        by_role = proto.grade_backward(case, spec, prepared, applied, grads)
+    except Exception as exc:  # noqa: BLE001 - an exotic gradient must not stop the run
+        result.grad = {"verdict": "error", "budget_ratio": None, "inputs": {}}
+        result.diagnoses.append(Diagnosis("raised", f"the gradient could not be graded: {error_line(exc)}"))
+        result.verdict = "error"
+        return
+    profile = opts.profile
+    inputs, worst, ratios, failing = {}, "pass", [], False
+    for role, g in by_role.items():
+        verdict = _verdict(g, profile)
+        ratio = g.ratio.get(profile)
+        entry = {"verdict": verdict, "budget_ratio": ratio, "max_abs_error": g.max_abs_error,
+                 "worst_index": g.worst_index.get(profile), "dtype": g.output_dtype}
+        if entry["worst_index"] is not None:
+            try:
+                entry["worst_location"] = str(proto.locate(case, spec, prepared, entry["worst_index"]))
+            except Exception as exc:  # noqa: BLE001
+                entry["worst_location"] = f"element {entry['worst_index']} ({error_line(exc)})"
+        count = g.mismatch.get(profile)
+        if count is not None:
+            entry["mismatch"] = {"count": int(count[0]), "total": int(count[1]), "unit": str(count[2])}
+        inputs[role] = entry
+        worst = max(worst, verdict, key=lambda v: _RANK.get(v, 0))
+        if ratio is not None:
+            ratios.append(ratio)
+        failing = failing or verdict == "fail"
+        codes = {d.code for d in result.diagnoses}
+        result.diagnoses.extend(d for d in g.problems if d.code not in codes)
+    result.grad = {"verdict": worst, "budget_ratio": max(ratios) if ratios else None, "inputs": inputs}
+    if failing:
+        gradable = {role: g for role, g in by_role.items() if g.gradable}
+        try:
+            found = proto.diagnose_backward(case, spec, prepared, applied, grads, gradable, prepared.dtype)
+        except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not hide the verdict
+            found = []
+            result.notes.append(f"backward diagnosis could not run: {error_line(exc)}")
+        # Where each failing gradient fails, in the words of the reports (which show diagnoses).
+        for role, entry in inputs.items():
+            if entry["verdict"] != "fail" or entry["budget_ratio"] is None:
+                continue
+            where = f"gradient of {role}: error/budget {entry['budget_ratio']:.3g}"
+            if entry.get("mismatch"):
+                m = entry["mismatch"]
+                where += f", {m['count']} of {m['total']} {m['unit']} over budget"
+            if entry.get("worst_location"):
+                where += f", worst at {entry['worst_location']}"
+            result.notes.append(where)
+            for d in found or []:
+                if d.message.startswith(f"{role}: "):
+                    d.message += f" ({where})"
+                    break
+        codes = {d.code for d in result.diagnoses}
+        result.diagnoses.extend(d for d in found or [] if d.code not in codes)
+    if worst == "acceptable":
+        result.notes.append("the gradient is within the standard budget but over the strict one")
+    if _RANK.get(worst, 0) > _RANK.get(result.verdict, 0):
+        result.verdict = worst
+
+
+def _grad_blackbox(proto, invoker, opts: Options, probe) -> list:
+    try:
+        return list(proto.grad_blackbox(invoker, opts.device, probe) or [])
+    except Exception as exc:  # noqa: BLE001 - report it as an identity error, keep going
+        return [IdentityResult(id="gradcheck", dtype="float64", verdict="error",
+                               message=f"gradient checks could not run: {error_line(exc)}")]
 
 
 def _blackbox(proto, invoker, opts: Options, probe) -> list:
@@ -385,7 +563,7 @@ def run(
         from reference.golden.fresh import fresh_cases
 
         opts.seed = fresh_seed(opts)
-        fresh = fresh_cases(opts.protocol, opts.seed)
+        fresh = fresh_cases(opts.protocol, opts.seed, shapes=opts.shapes)
     cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases, fresh)
 
     report = Report(
@@ -412,8 +590,13 @@ def run(
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}
-    invoker = RunGuard(make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout),
-                       max_time=opts.max_time, keep_going=opts.keep_going)
+    if opts.grad or opts.autocast:
+        from conformance.training import make_training_invoker
+
+        inner = make_training_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
+    else:
+        inner = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
+    invoker = RunGuard(inner, max_time=opts.max_time, keep_going=opts.keep_going)
     try:
         if opts.isolate:
             invoker.start()  # load errors are UsageErrors: surface them before grading
@@ -439,6 +622,8 @@ def run(
                     progress.advance(result)
         if opts.identities:
             report.identities = _blackbox(proto, invoker, opts, probe)
+            if opts.grad:
+                report.identities += _grad_blackbox(proto, invoker, opts, probe)
     finally:
         invoker.close()
     if invoker.note():

@@ -80,6 +80,17 @@ def add_parser(subparsers) -> None:
                    help="seed of the fresh cases drawn at run time (default: a new one, printed)")
     p.add_argument("--no-fresh", dest="fresh", action="store_false",
                    help="grade only the committed vectors, no fresh cases")
+    p.add_argument("--shapes", choices=("sample", "full"), default="sample",
+                   help="fresh cases of the serving shape matrix (rope.apply: batched decode, tile-boundary "
+                        "lengths, head counts, long prefill, tensor layouts): one of each kind (sample, "
+                        "default) or all of them (full)")
+    p.add_argument("--grad", action="store_true",
+                   help="also grade the backward pass: each differentiable input's gradient (autograd with a "
+                        "cotangent drawn from the case) against the float64 reference backward, plus "
+                        "torch.autograd.gradcheck in float64 (rope.apply)")
+    p.add_argument("--autocast", choices=("bfloat16", "float16"), metavar="DTYPE",
+                   help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
+                        "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")
     p.add_argument("--expected-failures", metavar="FILE",
                    help="a baseline of known failing cases ('<case id> [<dtype>]' per line, globs allowed): "
                         "they are reported as xfail and do not fail the run; a new failure does, and "
@@ -132,6 +143,9 @@ def run(args) -> int:
         fresh=args.fresh,
         seed=args.seed,
         expected_failures=args.expected_failures,
+        shapes=args.shapes,
+        grad=args.grad,
+        autocast=args.autocast,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run

@@ -10,4 +10,13 @@ CORE_CODES = {
     "crashed": "the isolated process died during the call",
     "timeout": "the call did not return within the time limit",
     "not-deterministic": "the same call twice gave different values",
+    # --grad (conformance.training): the gradient of an input graded against the reference backward
+    "backward-transposed": "the gradient is the forward applied to the cotangent (R_m g instead of "
+                           "R_m^T g = R_{-m} g): a hand-written backward that reuses the forward",
+    "backward-layout": "the gradient pairs elements in the other layout than the forward "
+                       "(half vs interleaved)",
+    "backward-missing": "no gradient reaches an input: the output is detached, the gradient is None, "
+                        "or it is zero where it should not be",
+    "backward-scale": "the gradient has the right direction but the wrong amplitude (a factor of the "
+                      "forward, e.g. the attention factor, missing or doubled in the backward only)",
 }

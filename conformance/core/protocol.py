@@ -17,6 +17,16 @@ A protocol module (``conformance/<family>/<protocol>.py``) exposes ``PROTOCOL``,
                                                 position, head, pair...)
     repro_call()                                the adapter call in a Python repro
 
+Training hooks (``--grad``, conformance.training; a protocol whose ``differentiable`` is False
+keeps the defaults and ``--grad`` is a usage error for it):
+
+    grad_inputs(case, spec, prepared)           {role: index of the adapter argument} whose
+                                                gradients are graded ({}: none for this case)
+    cotangents(case, spec, prepared)            one cotangent tensor per output tensor
+    grade_backward(case, spec, prepared, cotangents, grads)   {role: Graded} of each gradient
+    diagnose_backward(case, spec, prepared, cotangents, grads, graded, dtype)   why it fails
+    grad_blackbox(invoker, device, probe)       black-box gradient checks (gradcheck)
+
 A family's own vocabulary (layouts, variants, tables) stays inside its folder; the runner never
 looks inside a case. torch is imported inside functions only.
 """
@@ -132,6 +142,34 @@ class Protocol:
         """Where an element of the output is, in the words of the family (RoPE: "batch row 0,
         position 4095 (token 0), head 1, dim 17 (pair 17)"); index as Graded.worst_index."""
         return f"element {list(index)}"
+
+    # -- training (--grad) -----------------------------------------------------------------
+
+    differentiable = False  # True: the training hooks below are implemented
+
+    def grad_inputs(self, case, spec, prepared: Prepared) -> dict:
+        """{role: index into prepared.args} of the float inputs whose gradient is graded; {} when
+        this case has none (e.g. an in-place kernel): its forward is still graded."""
+        return {}
+
+    def cotangents(self, case, spec, prepared: Prepared) -> tuple:
+        """One cotangent tensor per output tensor, shaped and laid out like it, in the dtype under
+        test, drawn from the case (conformance.training.cotangent)."""
+        raise NotImplementedError
+
+    def grade_backward(self, case, spec, prepared: Prepared, cotangents, grads) -> dict:
+        """{role: Graded} of each input's gradient against the float64 reference backward.
+
+        cotangents: the tensors the backward received (cast to their output's dtype); grads:
+        {role: tensor or None}; prepared.dtype is the dtype whose budget applies."""
+        raise NotImplementedError
+
+    def diagnose_backward(self, case, spec, prepared: Prepared, cotangents, grads, graded: dict,
+                          dtype: str) -> list:
+        return []
+
+    def grad_blackbox(self, invoker, device: str, probe: Optional[Probe]) -> list:
+        return []
 
     def repro_call(self) -> str:
         """The adapter call in a Python repro, using the names ``args`` built by ``prepare``."""

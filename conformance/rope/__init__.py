@@ -1,9 +1,11 @@
 """Conformance for rotary position embeddings (RoPE): protocols, budgets, probe and diagnosis.
 
 Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py),
-``rope.frequencies`` (frequencies.py). ``spec`` is a :class:`RopeSpec` (spec.py). The error
-budgets are in budgets.py (derived in docs/tolerance.md), the pair-layout probe in probe.py, the
-mutants that name a fault in diagnosis.py, the black-box identity checks in blackbox.py, and the
+``rope.frequencies`` (frequencies.py), ``rope.apply_qk`` (apply_qk.py: q and k in one call),
+``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains).
+``spec`` is a :class:`RopeSpec` (spec.py). The error budgets are in budgets.py (derived in
+docs/tolerance.md), the pair-layout probe in probe.py, the mutants that name a fault in
+diagnosis.py, the black-box identity checks in blackbox.py, and the
 float64 reference tables the protocols grade against in reference.py.
 """
 
@@ -12,7 +14,7 @@ from conformance.rope.spec import RopeSpec
 
 FAMILY = Family(
     name="rope",
-    protocols=("apply", "cache", "frequencies"),
+    protocols=("apply", "cache", "frequencies", "apply_qk", "module"),
     codes={
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
@@ -26,6 +28,19 @@ FAMILY = Family(
         "rotary-dim-mismatch": "head_dim and rotary_dim confused (partial rotary)",
         "attention-factor": "cos and sin (or the output) scaled by a wrong attention factor",
         "scaling-mismatch": "a position scaling the case does not have, or the case's scaling left out",
+        "batch-row-zero-only": "only batch row 0 is rotated (the other rows come back unrotated), e.g. a "
+                               "fused kernel at a batched decode step of one token per row",
+        "positions-from-heads-axis": "positions read along the heads axis: a token of head h turns by "
+                                     "the position of token h of its row",
+        "tile-tail-unrotated": "the tokens past the last full tile (a length not a multiple of the "
+                               "tile, e.g. 64) come back unrotated",
+        "k-unrotated": "rope.apply_qk: k comes back unrotated (e.g. with one KV head, or fewer KV "
+                       "heads than query heads)",
+        "stale-state": "rope.module: a step's output matches the reference state of an earlier step "
+                       "(its frequencies or its cos/sin tables), e.g. dynamic NTK keeping the scaled "
+                       "base after a long prompt, or a cache keyed on the length alone",
+        "longrope-switch": "rope.module: LongRoPE's short and long factors switched at the wrong length "
+                           "(long only once the length, largest position + 1, exceeds the original)",
     },
     exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
 )

@@ -1,7 +1,11 @@
 """Protocol ``rope.apply``: ``fn(x, positions, spec) -> tensor like x``.
 
 x [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq] on the same
-device. Graded per pair (error of a pair = the larger of its two elements' errors) against the
+device; cases of another ``spec.tensor_layout`` hand x over as [batch, heads, seq, head_dim]
+("bhsd") or token-flattened [total_tokens, heads, head_dim] with positions [total_tokens] and
+``spec.cu_seqlens`` ("thd"), and the output is expected in the same layout (conformance.rope.spec).
+With ``spec.inplace`` the adapter may write into x and return x or None: the written x is graded
+(every call gets a fresh x). Graded per pair (error of a pair = the larger of its two elements' errors) against the
 reference applied to the dtype-rounded x, with the rotation budget of conformance.rope.budgets;
 elements past rotary_dim must come back unchanged (passthrough budget). The probe detects the
 pair layout (conformance.rope.probe).
@@ -28,7 +32,7 @@ from conformance.core.tensors import (
     torch_dtype,
 )
 from conformance.rope import budgets, reference
-from conformance.rope.spec import spec_of
+from conformance.rope.spec import from_layout, layout_shape, spec_of, to_layout
 
 
 class RopeApply(Protocol):
@@ -50,10 +54,14 @@ class RopeApply(Protocol):
 
         x_t = torch.from_numpy(np.array(x, dtype=np.float64)).to(device=device, dtype=torch_dtype(dtype))
         pos = np.array(positions, dtype=np.int64)
-        pos_t = torch.from_numpy(pos.copy()).to(device)
         inputs = {"x": x_t.detach().to("cpu", torch.float64).numpy(), "positions": pos}
-        watched = {"x": (x_t, x_t.clone()), "positions": (pos_t, pos_t.clone())}
-        return Prepared((x_t, pos_t, spec), inputs, watched, dtype, device)
+        # The adapter's own copies, contiguous in its tensor layout (a fresh x for every call).
+        x_a, pos_a = to_layout(x_t, torch.from_numpy(pos.copy()), spec)
+        x_a, pos_a = x_a.contiguous().clone(), pos_a.contiguous().clone().to(device)
+        watched = {"positions": (pos_a, pos_a.clone())}
+        if not spec.inplace:
+            watched["x"] = (x_a, x_a.clone())
+        return Prepared((x_a, pos_a, spec), inputs, watched, dtype, device)
 
     def reference(self, prepared: Prepared, spec, layout: str) -> np.ndarray:
         return reference.apply(prepared.inputs_f64["x"], prepared.inputs_f64["positions"], spec, layout)
@@ -61,7 +69,12 @@ class RopeApply(Protocol):
     def grade(self, case, spec, prepared, value) -> Graded:
         x = prepared.inputs_f64["x"]
         pos = prepared.inputs_f64["positions"]
-        out, problems, got = check_tensor(value, "the output", x.shape, prepared.dtype, prepared.device)
+        if spec.inplace and value is None:
+            value = prepared.args[0]  # an in-place kernel's result is the written x
+        out, problems, got = check_tensor(value, "the output", layout_shape(x.shape, spec), prepared.dtype,
+                                          prepared.device)
+        if out is not None:
+            out = from_layout(out, spec)
         problems += mutation_problems(prepared.watched)
         graded = Graded(problems=problems, output_f64=out, output_dtype=got)
         if out is None:
@@ -144,6 +157,9 @@ class RopeApply(Protocol):
         b, s, h, d = index
         position = int(prepared.inputs_f64["positions"][b, s])
         where = f"batch row {b}, position {position} (token {s}), head {h}, dim {d}"
+        if getattr(spec, "tensor_layout", "bshd") == "thd" and spec.cu_seqlens:
+            k = int(np.searchsorted(np.asarray(spec.cu_seqlens), s, side="right")) - 1
+            where = f"token {s} (sequence {k}), position {position}, head {h}, dim {d}"
         if d >= spec.rotary_dim:
             return where + " (past rotary_dim: passed through)"
         first, second = reference.pair_indices(spec.rotary_dim, spec.layout)
@@ -166,6 +182,45 @@ class RopeApply(Protocol):
 
         layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
         return blackbox.apply_checks(invoker, self.name, dtype, device, layout)
+
+    # -- training (--grad): conformance/rope/backward.py ----------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        # An in-place kernel writes into x: autograd refuses that on a leaf, so only its forward is graded.
+        return {} if spec.inplace else {"x": 0}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope.backward import cotangent_tensor
+
+        return (cotangent_tensor(case.id, prepared.inputs_f64["x"].shape, spec, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.rope.backward import cotangent_f64, grade_gradient
+
+        g = cotangent_f64(cotangents[0], spec)
+        x = prepared.inputs_f64["x"]
+        return {"x": grade_gradient(self, spec, prepared, x.shape, prepared.inputs_f64["positions"], g,
+                                    grads.get("x"), "x")}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.rope.backward import cotangent_f64, diagnose_gradient
+
+        if "x" not in graded:
+            return []
+        return diagnose_gradient(self, spec, dtype, cotangent_f64(cotangents[0], spec),
+                                 prepared.inputs_f64["positions"], graded["x"].output_f64, "x")
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.rope.backward import gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
+        x, positions, spec = gradcheck_case(layout)
+        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
+                                   "rope.apply.gradcheck", f"x [1, 4, 1, 8] float64 at positions 0, 1, 7, 1000 "
+                                   f"({layout} layout, rotary_dim 6)")]
 
 
 PROTOCOL = RopeApply()

@@ -13,6 +13,10 @@ of conformance.core.blackbox. For ``rope.apply``:
     shape-preserved       the output has x's shape
     non-contiguous        strided x and positions give the same result as contiguous ones
     batch-independence    each batch row alone gives the same result as in the batch
+    batch-independence-decode   at a continuous-batching decode shape [5, 1, 3, 64] (one token
+                          per row, rows at 0 and 131071 among them): the rows in reverse order give
+                          the same rows (a row treated specially, e.g. row 0, moves and shows)
+    non-contiguous-decode strided x and positions at that decode shape vs contiguous
     determinism           the same call twice gives the same bits
 
 The inputs hold positions up to 70000; an implementation that raises Unsupported for them (a
@@ -80,6 +84,10 @@ POSITIONS = ((0, 1, 2, 3, 4, 5), (7, 100, 1000, 4095, 4097, 70000))
 # Used instead when the implementation raises Unsupported for POSITIONS (a short cos/sin cache):
 # a check is skipped only when the implementation supports neither.
 SHORT_POSITIONS = ((0, 1, 2, 3, 4, 5), (7, 100, 1000, 2047, 2049, 4000))
+# A continuous-batching decode step: one token per row, each row at its own position (0 and
+# 131071, the last of a 128K context, among them); SHORT_ for a short cos/sin cache.
+DECODE_POSITIONS = (4095, 131071, 0, 70000, 7)
+SHORT_DECODE_POSITIONS = (4095, 2047, 0, 4000, 7)
 SHIFT_POSITIONS = ((0, 1, 2, 3, 4, 5), (10, 20, 30, 40, 50, 60))
 SHIFTS = (1, 1000)  # per batch row
 
@@ -263,6 +271,45 @@ def apply_checks(invoker, protocol, dtype, device, layout) -> list:
         add(cid, max_or_nan(same_place_diff(alone, base.out64) / row_scale(x64)), 4.0 * u,
             "each batch row alone vs the same row in the batch",
             lambda: diagnosis.diagnose_apply(x64, pos, base_out, spec, name))
+
+    # Both again at a continuous-batching decode shape: DECODE_POSITIONS.shape[0] rows of one
+    # token each, rows far apart (a fused kernel may take another path there: the bug of
+    # rotating only batch row 0 shows only at this shape).
+    dx = torch.from_numpy(rng.standard_normal((len(DECODE_POSITIONS), 1, HEADS, HEAD_DIM))).to(dtype)
+    dx = dx.to(torch.float64).numpy()
+    dpos = np.array(DECODE_POSITIONS, dtype=np.int64)[:, None]
+    dbase = run(dx, dpos)
+    if dbase.kind == "unsupported":
+        dpos = np.array(SHORT_DECODE_POSITIONS, dtype=np.int64)[:, None]
+        dbase = run(dx, dpos)
+    dbase_out = dbase.out64 if unusable("", (dbase, dx)) is None else None
+    # One call with the rows in reverse order: every row must come back as in the first call
+    # (a row treated specially, as row 0 by a kernel launched over one row, moves and shows).
+    cid = pid + "batch-independence-decode"
+    drev = run(dx[::-1], dpos[::-1])
+    bad = unusable(cid, (drev, dx), (dbase, dx))
+    if bad:
+        results.append(bad)
+    else:
+        add(cid, max_or_nan(same_place_diff(drev.out64[::-1], dbase.out64) / row_scale(dx)), 4.0 * u,
+            f"decode shape {list(dx.shape)}: the rows in reverse order vs in order",
+            lambda: diagnosis.diagnose_apply(dx, dpos, dbase_out, spec, name))
+    cid = pid + "non-contiguous-decode"
+    if session.fatal is None:
+        b, s, h, d = dx.shape
+        xt = torch.empty((b, h, s, d), dtype=dtype, device=device).transpose(1, 2)
+        xt.copy_(torch.from_numpy(dx).to(device=device, dtype=dtype))
+        pt = torch.empty((b, 2), dtype=torch.int64, device=device)[:, ::2]
+        pt.copy_(torch.from_numpy(dpos).to(device))
+        cn = session.call(xt, pt, spec, watch=(("x", xt), ("positions", pt)))
+    else:
+        cn = session.skipped()
+    bad = unusable(cid, (cn, dx), (dbase, dx))
+    if bad:
+        results.append(bad)
+    else:
+        add(cid, max_or_nan(same_place_diff(cn.out64, dbase.out64) / row_scale(dx)), 4.0 * u,
+            f"decode shape {list(dx.shape)}: strided x and positions vs contiguous")
 
     # The same call twice.
     cid = pid + "determinism"

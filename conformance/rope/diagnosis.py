@@ -296,9 +296,12 @@ def _fmt_base(b):
 # --------------------------------------------------------------------------------------------
 
 
-def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None):
+def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batch_index=None,
+                  full_positions=None):
     """(reference output, list of Mutant, recovered effective frequencies, reference theta) for
-    one rope.apply input (see module docstring)."""
+    one rope.apply input (see module docstring). batch_index [b, s]: the batch row each token
+    comes from and full_positions [B, S] the whole case's positions, when x is a subsample (the
+    shape mutants: batch row 0 only, positions from the heads axis, an unrotated tile tail)."""
     r, d, base = int(spec.rotary_dim), int(spec.head_dim), float(spec.base)
     layout = spec.layout
     other = "interleaved" if layout == "half" else "half"
@@ -353,6 +356,8 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None):
     if row0 is not None:
         add(Mutant("positions-ignored", "positions of batch row 0 used for every row",
                    rot(row0[..., None] * theta)))
+
+    mutants += shape_mutants(x, mf, theta, spec, rot, reference, seq_index, batch_index, full_positions)
 
     # Low-precision angles (exact emulations of the common ways to get them).
     for low in ("bfloat16", "float16"):
@@ -413,6 +418,62 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None):
 
         add(Mutant("attention-factor", msg, scaled, kind="scale"))
     return reference, mutants, eff, theta
+
+
+TILES = (16, 32, 64, 128)
+
+
+def shape_mutants(x, mf, theta, spec, rot, reference, seq_index, batch_index, full_positions) -> list:
+    """The bugs of kernels that take the shape apart (x, mf [b, s] of the compared tokens):
+
+    batch-row-zero-only        rows other than batch row 0 come back unrotated (a fused kernel
+                               launched over one row when every row holds one token)
+    positions-from-heads-axis  token t of head h turns by the position of token min(h, S-1) (or
+                               h mod S) of its row: the position read with the head index
+    tile-tail-unrotated        the tokens past the last full tile of T (T = 16 ... 128) come back
+                               unrotated (S not a multiple of T)
+    """
+    out = []
+    if batch_index is not None and np.any(batch_index != 0) and np.any(batch_index == 0):
+        keep = (np.asarray(batch_index) == 0)[..., None, None]
+
+        def row_zero_only():
+            return np.where(keep, reference, x)
+
+        out.append(Mutant("batch-row-zero-only", "only batch row 0 is rotated: rows 1.. come back unrotated "
+                          f"(batch of {int(np.max(batch_index)) + 1}+ rows)", row_zero_only))
+    if full_positions is not None and batch_index is not None:
+        full = np.asarray(full_positions, dtype=np.float64)
+        big_s, heads = full.shape[1], x.shape[2]
+        bi = np.asarray(batch_index)
+        for how, idx in (("min(h, S-1)", np.minimum(np.arange(heads), big_s - 1)),
+                         ("h mod S", np.arange(heads) % big_s)):
+            head_pos = full[bi][..., idx]  # [b, s, heads]: the position each head reads
+            if np.array_equal(head_pos, np.broadcast_to(mf[..., None], head_pos.shape)):
+                continue
+
+            def by_head(head_pos=head_pos):
+                cols = [rot(head_pos[..., h, None] * theta)()[:, :, h:h + 1] for h in range(heads)]
+                return np.concatenate(cols, axis=2)
+
+            out.append(Mutant("positions-from-heads-axis", f"positions read along the heads axis: head h of every "
+                              f"token turns by the position of token {how} of its row", by_head))
+    if full_positions is not None:
+        big_s = np.asarray(full_positions).shape[1]
+        for tile in TILES:
+            full_tiles = (big_s // tile) * tile
+            if big_s <= tile or big_s == full_tiles:
+                continue
+            tail = (np.asarray(seq_index) >= full_tiles)[..., None, None]
+            if not np.any(tail):
+                continue
+
+            def tail_unrotated(tail=tail):
+                return np.where(tail, x, reference)
+
+            out.append(Mutant("tile-tail-unrotated", f"the last {big_s - full_tiles} of {big_s} tokens (past the "
+                              f"last full tile of {tile}) come back unrotated", tail_unrotated))
+    return out
 
 
 def frequency_ladders(spec, theta, *, fitted_base=None, ratio=None) -> list:
@@ -642,6 +703,8 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
     if r < 2 or r > x.shape[3] or r % 2:
         return []
     xs, ps, ys, si = _subsample(x, positions, output)
+    bi = np.unique(np.linspace(0, positions.size - 1, min(positions.size, MAX_TOKENS)).round().astype(np.int64))
+    bi = (bi // positions.shape[1])[None, :]  # the batch row of each kept token (as _subsample keeps them)
     row0 = None
     if positions.shape[0] > 1 and not np.all(positions == positions[:1]):
         row0 = positions[0, si][None, :].astype(np.float64)
@@ -652,7 +715,7 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
     xs = np.where(finite_x, xs, 0.0)
     reference, mutants, eff, theta = apply_mutants(
         xs, ps, np.where(mask, ys, 0.0), spec,
-        seq_index=si[None, :], row0=row0)
+        seq_index=si[None, :], row0=row0, batch_index=bi, full_positions=positions)
     floor = noise_floor(xs, ps, spec, theta, dtype)
     found = closest_mutant(ys, reference, mutants, mask, floor)
     if found is None:

@@ -48,10 +48,17 @@ def probe_arrays(head_dim: int, seed: int = 20240521):
     return x, np.array([PROBE_POSITIONS], dtype=np.int64)
 
 
+def _plain(spec):
+    """The spec in the default tensor layout, out of place (the probe's own calls)."""
+    if not hasattr(spec, "tensor_layout"):
+        return spec
+    return replace(spec, tensor_layout="bshd", cu_seqlens=None, inplace=False)
+
+
 def candidates(specs) -> list:
     """Distinct configurations (layout ignored), full rotary first, in catalog order otherwise."""
     seen, out = set(), []
-    for spec in sorted(specs, key=lambda s: s.rotary_dim != s.head_dim):
+    for spec in sorted((_plain(s) for s in specs), key=lambda s: s.rotary_dim != s.head_dim):
         key = (spec.head_dim, spec.rotary_dim, spec.base, repr(spec.scaling))
         if key not in seen:
             seen.add(key)
@@ -82,6 +89,9 @@ class LayoutProbe(Probe):
     detected: Optional[str] = None
     reason: str = ""  # why detection could not decide (empty when it did)
     skip: dict = field(default_factory=dict)  # case layout -> reason its cases are not graded
+    # tensor layout (spec.tensor_layout) -> why its cases are not graded: the adapter raised
+    # Unsupported for it (conformance.rope.spec); absent: graded.
+    tensor_skip: dict = field(default_factory=dict)
     swapped: dict = field(default_factory=dict)  # case layout -> Diagnosis for its failures
 
     @property
@@ -91,17 +101,22 @@ class LayoutProbe(Probe):
         return {"layout": self.detected if self.detected in LAYOUTS else "half"}
 
     def to_json(self) -> dict:
-        return {"detected_layout": self.detected, "declared_layout": self.declared,
-                "follows": dict(self.follows), "reason": self.reason or None}
+        out = {"detected_layout": self.detected, "declared_layout": self.declared,
+               "follows": dict(self.follows), "reason": self.reason or None}
+        if self.tensor_skip:
+            out["unsupported_tensor_layouts"] = sorted(self.tensor_skip)
+        return out
 
     def describe(self) -> str:
         text = f"detected layout: {self.detected or '-'}"
         if self.reason:
             text += f" ({self.reason})"
+        if self.tensor_skip:
+            text += f"; tensor layouts not supported: {', '.join(sorted(self.tensor_skip))}"
         return text
 
     def skip_reason(self, spec) -> Optional[str]:
-        return self.skip.get(spec.layout)
+        return self.skip.get(spec.layout) or self.tensor_skip.get(getattr(spec, "tensor_layout", "bshd"))
 
     def diagnosis(self, spec):
         return self.swapped.get(spec.layout)
@@ -152,6 +167,7 @@ def detect(invoker, protocol, specs, options) -> LayoutProbe:
         found = _try_layout(invoker, protocol, configs, layout, options.dtypes[0], options.device)
         probe.ratios[layout] = found
         probe.follows[layout] = _match(found) if isinstance(found, dict) else None
+    _probe_tensor_layouts(invoker, protocol, specs, configs, probe, options)
     f = probe.follows
     seen = {v for v in f.values() if v is not None}
     if f.get("half") == "half" and f.get("interleaved") == "interleaved":
@@ -164,6 +180,28 @@ def detect(invoker, protocol, specs, options) -> LayoutProbe:
         probe.reason = _why_undecided(probe)
     _plan(probe)
     return probe
+
+
+def _probe_tensor_layouts(invoker, protocol, specs, configs, probe, options) -> None:
+    """For each tensor layout other than bshd that some case uses: one call on the probe input in
+    that layout (the first configuration, in whichever pair layout it matched). Unsupported means
+    its cases are skipped with the adapter's reason; any other outcome: they are graded (and an
+    error shows in them)."""
+    wanted = sorted({getattr(s, "tensor_layout", "bshd") for s in specs} - {"bshd"})
+    if not wanted or not configs:
+        return
+    layout = next((k for k, v in probe.follows.items() if v is not None), "half")
+    for tensor_layout in wanted:
+        spec = replace(configs[0], layout=layout, tensor_layout=tensor_layout,
+                       cu_seqlens=(0, len(PROBE_POSITIONS)) if tensor_layout == "thd" else None)
+        x, pos = probe_arrays(spec.head_dim)
+        prepared = protocol.prepare_arrays(x, pos, copy.deepcopy(spec), options.dtypes[0], options.device)
+        outcome = invoker.call(*prepared.args)
+        if outcome.kind == "unsupported":
+            why = str(outcome.error or "Unsupported")
+            why = why.split(": ", 1)[1] if why.startswith("Unsupported: ") else why
+            probe.tensor_skip[tensor_layout] = (f"the implementation does not support tensor layout "
+                                                f"{tensor_layout!r} ({why}); its cases are skipped")
 
 
 def _plan(probe: LayoutProbe) -> None:

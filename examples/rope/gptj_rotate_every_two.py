@@ -19,6 +19,8 @@ def rotate_every_two(x):
 
 
 def apply(x, positions, spec):
+    if getattr(spec, "tensor_layout", "bshd") != "bshd":
+        raise Unsupported("x [batch, seq, heads, head_dim] only")
     if spec.layout != "interleaved":
         raise Unsupported("rotate_every_two pairs (2i, 2i+1): interleaved layout only")
     r = spec.rotary_dim

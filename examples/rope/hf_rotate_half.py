@@ -8,7 +8,8 @@ rotate_half(x) = cat(-x2, x1). Pairs are (j, j + r/2): the "half" layout. Partia
 through. Scaling: none, "default", "linear" (position interpolation, inv_freq / factor) or
 "llama3" (Llama 3.1's bands, as HF's ``_compute_llama3_parameters`` computes them in float32).
 
-Adapters: ``apply`` (rope.apply), ``cache`` (rope.cache), ``frequencies`` (rope.frequencies).
+Adapters: ``apply`` (rope.apply), ``apply_qk`` (rope.apply_qk: q and k in one call, as HF's
+apply_rotary_pos_emb), ``cache`` (rope.cache), ``frequencies`` (rope.frequencies).
 """
 
 import math
@@ -64,7 +65,20 @@ def rotate_half(x):
 
 
 def apply(x, positions, spec):
-    return apply_tables(x, *cache(positions, spec), spec)
+    """Every tensor layout posref hands over (spec.tensor_layout): [b, s, h, d], [b, h, s, d] and
+    token-flattened [t, h, d] (positions [t]: per token, so packed sequences need nothing else).
+    With spec.inplace the result is written into x, as in-place serving kernels do."""
+    layout = getattr(spec, "tensor_layout", "bshd")
+    if layout == "bhsd":
+        out = apply_tables(x.transpose(1, 2), *cache(positions, spec), spec).transpose(1, 2)
+    elif layout == "thd":
+        out = apply_tables(x[None], *cache(positions[None], spec), spec)[0]
+    else:
+        out = apply_tables(x, *cache(positions, spec), spec)
+    if getattr(spec, "inplace", False):
+        x.copy_(out)
+        return x
+    return out
 
 
 def apply_tables(x, cos, sin, spec):
@@ -78,3 +92,8 @@ def apply_tables(x, cos, sin, spec):
     x_rot, x_pass = x[..., :r], x[..., r:]
     out = x_rot * cos + rotate_half(x_rot) * sin
     return torch.cat((out, x_pass), dim=-1)
+
+
+def apply_qk(q, k, positions, spec):
+    """q [.., heads, d] and k [.., kv_heads, d] rotated by the same cos/sin (any head counts)."""
+    return apply(q, positions, spec), apply(k, positions, spec)

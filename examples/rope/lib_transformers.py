@@ -29,6 +29,8 @@ def _rotary(spec, heads):
 
 def apply(x, positions, spec):
     """x [b, s, h, d] -> HF's [b, h, s, d] and back."""
+    if getattr(spec, "tensor_layout", "bshd") != "bshd":
+        raise Unsupported("x [batch, seq, heads, head_dim] only")
     rope = _rotary(spec, x.shape[2])
     cos, sin = rope(x, positions)
     q = x.transpose(1, 2)

@@ -11,6 +11,8 @@ from conformance import Unsupported
 
 
 def apply(x, positions, spec):
+    if getattr(spec, "tensor_layout", "bshd") != "bshd":
+        raise Unsupported("x [batch, seq, heads, head_dim] only")
     if spec.layout != "interleaved":
         raise Unsupported("x-transformers pairs (2i, 2i+1): interleaved layout only")
     if spec.scaling is not None:

@@ -19,8 +19,12 @@ def freqs_cis(positions, spec):
 
 
 def apply(x, positions, spec):
+    if getattr(spec, "tensor_layout", "bshd") != "bshd":
+        raise Unsupported("x [batch, seq, heads, head_dim] only")
     if spec.layout != "interleaved":
         raise Unsupported("the complex form pairs (2i, 2i+1): interleaved layout only")
+    if spec.scaling:
+        raise Unsupported("precompute_freqs_cis here has no long-context scaling")
     r = spec.rotary_dim
     x_rot = x[..., :r].float().reshape(*x.shape[:-1], r // 2, 2)
     x_complex = torch.view_as_complex(x_rot.contiguous())

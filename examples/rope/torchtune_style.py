@@ -32,6 +32,8 @@ class RotaryPositionalEmbeddings(torch.nn.Module):
 
 
 def apply(x, positions, spec):
+    if getattr(spec, "tensor_layout", "bshd") != "bshd":
+        raise Unsupported("x [batch, seq, heads, head_dim] only")
     if spec.layout != "interleaved":
         raise Unsupported("pairs are read as reshape(..., d/2, 2): interleaved layout only")
     if spec.rotary_dim != spec.head_dim:

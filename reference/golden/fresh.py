@@ -14,6 +14,7 @@ ids are ``<protocol>/fresh-<seed>/<test>`` and carry the flag ``Fresh``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import secrets
 
 import numpy as np
@@ -53,16 +54,25 @@ class Draw:
         return options[self.integer(0, len(options) - 1)]
 
 
-def fresh_cases(protocol: str, seed: int, backend: str = "cpu") -> list[GoldenCase]:
-    """The fresh cases of ``protocol`` for ``seed`` ([] when its family offers none)."""
+SHAPES = ("sample", "full")
+
+
+def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "sample") -> list[GoldenCase]:
+    """The fresh cases of ``protocol`` for ``seed`` ([] when its family offers none). ``shapes``
+    "full" asks a hook that takes a ``shapes`` keyword (a shape matrix) for all of it instead of
+    its sample; other hooks draw the same cases either way."""
     if not 0 <= int(seed) <= MAX_SEED:
         raise ValueError(f"seed must be an integer in [0, 2**63 - 1], got {seed}")
+    if shapes not in SHAPES:
+        raise ValueError(f"shapes must be one of {', '.join(SHAPES)}, got {shapes!r}")
     proto = catalog.protocol(protocol)
     if proto.fresh is None:
         return []
     group = f"fresh-{int(seed)}"
     cases = []
-    for tg in proto.fresh(Draw(int(seed), protocol)):
+    draw = Draw(int(seed), protocol)
+    takes_shapes = "shapes" in inspect.signature(proto.fresh).parameters
+    for tg in proto.fresh(draw, shapes=shapes) if takes_shapes else proto.fresh(draw):
         for test in tg.tests:
             case_id = f"{protocol}/{group}/{test.name}"
             test_params, inputs = proto.build(case_id, dict(tg.params), test)
@@ -77,4 +87,4 @@ def fresh_cases(protocol: str, seed: int, backend: str = "cpu") -> list[GoldenCa
     return cases
 
 
-__all__ = ["Draw", "FLAG", "MAX_SEED", "fresh_cases", "new_seed"]
+__all__ = ["Draw", "FLAG", "MAX_SEED", "SHAPES", "fresh_cases", "new_seed"]

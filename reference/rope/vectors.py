@@ -16,7 +16,9 @@ Protocols and arrays (r = rotary_dim):
                         [b, s, h, head_dim];
 - ``rope.cache``        ``positions`` int64 [b, s], ``cos`` and ``sin`` [b, s, r/2] in pair order
                         (pair i turns by positions * theta_i, whatever the layout);
-- ``rope.frequencies``  ``inv_freq`` [r/2] and ``attention_factor`` (0-d).
+- ``rope.frequencies``  ``inv_freq`` [r/2] and ``attention_factor`` (0-d);
+- ``rope.apply_qk``     ``q`` [b, s, h, head_dim], ``k`` [b, s, kv_heads, head_dim], ``positions``
+                        int64 [b, s], ``q_expected`` and ``k_expected`` like q and k.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.rope import module_vectors
 
 # --------------------------------------------------------------------------------------------
 # Flags
@@ -167,12 +170,70 @@ NOTES: dict[str, dict] = {
         "as well, fails here.",
         "links": [HF_ROPE_UTILS],
     },
+    "ShapeMatrix": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A case of the serving shape matrix (fresh only): the shapes and call patterns "
+        "of real serving, where kernels take other code paths than for the small catalog shapes. "
+        "`--shapes full` grades the whole matrix, a default run one case of each kind.",
+        "links": [HF_LLAMA],
+    },
+    "BatchedDecode": {
+        "bugType": "FUNCTIONALITY",
+        "description": "Continuous-batching decode: several rows of one token each, every row at its "
+        "own position (0 and 131071 among them). A fused kernel that rotates only batch row 0 "
+        "there passes every batch-1 decode case.",
+        "links": [HF_LLAMA],
+    },
+    "TileBoundary": {
+        "bugType": "EDGE_CASE",
+        "description": "A sequence length at, just below or just above a power-of-two tile (1, 3, "
+        "63, 64, 65, 113, 127, 128, 129, 1000): a kernel that leaves the last partial tile "
+        "unrotated, or reads past it, fails here.",
+        "links": [ROFORMER],
+    },
+    "HeadCount": {
+        "bugType": "EDGE_CASE",
+        "description": "A head count of real models (1 to 64), never equal to the batch or sequence "
+        "size, so that code confusing two axes cannot pass by coincidence.",
+        "links": [HF_LLAMA],
+    },
+    "LongPrefill": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A prefill of 8192 tokens in one call.",
+        "links": [HF_LLAMA],
+    },
+    "TensorLayout": {
+        "bugType": "FUNCTIONALITY",
+        "description": "x handed over as [b, h, s, d] (bhsd, HF attention's layout) or token-flattened "
+        "[total_tokens, h, d] (thd) instead of [b, s, h, d] (spec.tensor_layout). An adapter that "
+        "does not accept the layout raises Unsupported: the case is skipped, not failed.",
+        "links": [HF_LLAMA],
+    },
+    "Varlen": {
+        "bugType": "FUNCTIONALITY",
+        "description": "Packed variable-length batch: sequences concatenated along the token axis with "
+        "cu_seqlens their bounds, positions [total_tokens] restarting in every sequence.",
+        "links": [HF_LLAMA],
+    },
+    "InPlace": {
+        "bugType": "FUNCTIONALITY",
+        "description": "spec.inplace: the adapter may write its result into x (in-place kernels); "
+        "the runner grades the written x and gives every call a fresh copy.",
+        "links": [HF_LLAMA],
+    },
+    "GroupedQuery": {
+        "bugType": "FUNCTIONALITY",
+        "description": "rope.apply_qk with fewer key heads than query heads (grouped-query or "
+        "multi-query attention, down to one KV head): q and k turn by the same positions.",
+        "links": [HF_LLAMA],
+    },
     "FrequencyTable": {
         "bugType": "BASIC",
         "description": "The frequency ladder theta_i = base^(-2i/r), i = 0..r/2-1, and the "
         "attention factor (1 without scaling).",
         "links": [ROFORMER, HF_ROPE_UTILS],
     },
+    **module_vectors.NOTES,  # rope.module's flags
 }
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +248,12 @@ class RopeTest(TestSpec):
     heads: int = 2
     x: tuple | None = None  # fixed input [b][s][h][d] instead of seeded random values
     seq_len: int | None = None  # default: max position + 1
+    # How rope.apply hands the case to the adapter (conformance.rope.spec): "bshd", "bhsd" or
+    # "thd" (token-flattened; the case's one row holds the packed sequences, cu_seqlens their
+    # bounds). The stored arrays are always [b, s, h, d].
+    tensor_layout: str = "bshd"
+    cu_seqlens: tuple | None = None
+    inplace: bool = False  # the adapter may write its result into x
 
 
 def rope_params(head_dim, base=10000.0, layout="half", rotary_dim=None, scaling=None) -> dict:
@@ -544,6 +611,139 @@ def _fresh_rotations(draw, protocol):
     return groups
 
 
+# The shape matrix of serving (rope.apply only): batched decode, tile-boundary lengths, head
+# counts, partial rotary at every catalog head size, long prefill, the tensor layouts and
+# in-place kernels. Everything is drawn from the run's seed; `--shapes full` grades all of it,
+# a default run a sample (SAMPLE_KINDS: one case of each kind). The tensor-layout cases are in the
+# full matrix only: an adapter written before spec.tensor_layout existed does not know to raise
+# Unsupported for them, and a default run must keep grading it as before.
+DECODE_BATCHES = (2, 7, 64)
+TILE_LENGTHS = (1, 3, 63, 64, 65, 113, 127, 128, 129, 1000)
+HEAD_COUNTS = (1, 3, 8, 32, 40, 64)
+PARTIAL_HEAD_DIMS = (64, 80, 96, 128, 256)  # the catalog's head sizes; rotary_dim = head_dim / 4
+LONG_PREFILL = 8192
+FAR_POSITION = 131071  # the last position of a 128K context
+SAMPLE_KINDS = ("decode", "seq", "heads", "dim", "inplace")
+
+
+def _shape_config(layout):
+    name = "llama3-d128" if layout == "half" else "llama2-d128-meta"
+    return name, MODELS[name]
+
+
+def _heads_unlike(*sizes, choices=(3, 8, 32)):
+    """The first head count of ``choices`` equal to none of the batch and sequence sizes (so
+    that an implementation that confuses two axes cannot pass by coincidence)."""
+    return next(h for h in choices if h not in sizes)
+
+
+def _distinct_rows(draw, count, low, high, fixed):
+    """``count`` distinct positions in [low, high] (drawn), with fixed {row: position} set."""
+    rows, seen = [], set(fixed.values())
+    for k in range(count):
+        if k in fixed:
+            rows.append(fixed[k])
+            continue
+        p = draw.integer(low, high)
+        while p in seen:
+            p = low + (p - low + 1) % (high - low + 1)
+        seen.add(p)
+        rows.append(p)
+    return rows
+
+
+def _shape_test(kind, name, comment, flags, positions, heads, layout, **extra):
+    config, model = _shape_config(layout)
+    flags = flags + (LAYOUT_FLAG[layout], "ShapeMatrix")
+    test = RopeTest(f"shape-{name}-{layout}", f"Drawn at run time ({config}'s configuration): {comment}",
+                    flags, positions, heads, **extra)
+    return kind, TestGroupSpec(model["params"], (test,), model["source"])
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole shape matrix, every position drawn from ``draw``."""
+    out = []
+    for layout in ("half", "interleaved"):
+        for b in DECODE_BATCHES:
+            # Row 0 is never position 0 (there a rotation is the identity); rows 1 and b-1 are
+            # the farthest apart a 128K context allows.
+            rows = _distinct_rows(draw, b, 1, FAR_POSITION - 1, {1: FAR_POSITION, b - 1: 0} if b > 2
+                                  else {1: FAR_POSITION})
+            out.append(_shape_test("decode", f"decode-b{b}", f"continuous-batching decode: {b} rows of one "
+                                   f"token each, each row at its own position ({rows[:3]}...; 0 and {FAR_POSITION} "
+                                   "included).", ("Decode", "RowOffsets", "LongContext", "BatchedDecode"),
+                                   tuple((p,) for p in rows), _heads_unlike(b, 1), layout))
+        for n in TILE_LENGTHS:
+            starts = (draw.integer(0, 4096), draw.integer(0, FAR_POSITION - n))
+            out.append(_shape_test("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}: "
+                                   "a length at or around a power-of-two tile.",
+                                   ("Prefill", "RowOffsets", "TileBoundary"),
+                                   tuple(tuple(range(s0, s0 + n)) for s0 in starts), _heads_unlike(2, n), layout))
+        for h in HEAD_COUNTS:
+            rows = tuple(tuple(draw.integers(0, 65535, 5)) for _ in range(2))
+            out.append(_shape_test("heads", f"heads-{h}", f"{h} heads, 2 rows of 5 tokens at drawn positions.",
+                                   ("HeadCount",), rows, h, layout))
+        for d in PARTIAL_HEAD_DIMS:
+            r = d // 4
+            rows = tuple(tuple(draw.integers(0, 32767, 4)) for _ in range(3))
+            test = RopeTest(f"shape-dim-d{d}-r{r}-{layout}", f"Drawn at run time: head {d}, rotary_dim {r} "
+                            f"(partial rotary, base 10000), 3 rows of 4 tokens, 8 heads.",
+                            ("PartialRotary", "ShapeMatrix", LAYOUT_FLAG[layout]) + (
+                                ("UncommonHeadDim",) if d in UNCOMMON_HEAD_DIMS else ()), rows, 8)
+            out.append(("dim", TestGroupSpec(rope_params(d, 1e4, layout, rotary_dim=r), (test,))))
+        start = draw.integer(0, 4096)
+        out.append(_shape_test("long", f"prefill-{LONG_PREFILL}", f"a long prefill: {LONG_PREFILL} tokens from "
+                               f"position {start}.", ("Prefill", "LongPrefill"),
+                               (tuple(range(start, start + LONG_PREFILL)),), 3, layout))
+        # Tensor layouts: the same kinds of batch in [b, h, s, d] and token-flattened form.
+        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        out.append(_shape_test("tensor-layout", "bhsd-decode-b7", f"batched decode (7 rows, positions {rows[:3]}"
+                               "...) handed over as x [b, h, s, d] (HF attention's layout).",
+                               ("BatchedDecode", "TensorLayout"), tuple((p,) for p in rows), 3, layout,
+                               tensor_layout="bhsd"))
+        starts = (draw.integer(0, 4096), draw.integer(0, FAR_POSITION - 129))
+        out.append(_shape_test("tensor-layout", "bhsd-seq-129", f"2 rows of 129 tokens from {list(starts)} as "
+                               "x [b, h, s, d].", ("TileBoundary", "TensorLayout"),
+                               tuple(tuple(range(s0, s0 + 129)) for s0 in starts), 3, layout, tensor_layout="bhsd"))
+        lengths = (1, 63, 129, 5)
+        offsets = [draw.integer(0, 8192) for _ in lengths]
+        packed = tuple(p for n, o in zip(lengths, offsets) for p in range(o, o + n))
+        bounds = tuple(int(c) for c in np.cumsum((0,) + lengths))
+        out.append(_shape_test("tensor-layout", "thd-varlen", f"4 sequences of {list(lengths)} tokens packed "
+                               f"into x [total_tokens, h, d] (cu_seqlens {list(bounds)}), each continuing from "
+                               f"its own cache length {offsets}.", ("TensorLayout", "Varlen", "RowOffsets"),
+                               (packed,), 3, layout, tensor_layout="thd", cu_seqlens=bounds))
+        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        out.append(_shape_test("tensor-layout", "thd-decode-b7", "7 decode tokens of 7 sequences packed into "
+                               "x [7, h, d] (cu_seqlens 0..7).", ("BatchedDecode", "TensorLayout", "Varlen"),
+                               (tuple(rows),), 3, layout, tensor_layout="thd", cu_seqlens=tuple(range(8))))
+        # In-place kernels: spec.inplace allows writing into x.
+        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        out.append(_shape_test("inplace", "inplace-decode-b7", "batched decode with spec.inplace: the adapter "
+                               "may write into x; the written x is graded.", ("BatchedDecode", "InPlace"),
+                               tuple((p,) for p in rows), 3, layout, inplace=True))
+        starts = (draw.integer(0, 4096), draw.integer(0, FAR_POSITION - 129))
+        out.append(_shape_test("inplace", "inplace-seq-129", "2 rows of 129 tokens with spec.inplace.",
+                               ("TileBoundary", "InPlace"), tuple(tuple(range(s0, s0 + 129)) for s0 in starts),
+                               3, layout, inplace=True))
+    return out
+
+
+def fresh_apply(draw, shapes="sample"):
+    """rope.apply's fresh cases: two drawn configurations, then the shape matrix: all of it when
+    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
+    if shapes not in ("sample", "full"):
+        raise ValueError(f"shapes must be 'sample' or 'full', got {shapes!r}")
+    groups = _fresh_rotations(draw, "rope.apply")
+    matrix = shape_matrix(draw)
+    if shapes == "full":
+        return groups + [tg for _, tg in matrix]
+    for kind in SAMPLE_KINDS:
+        choices = [tg for k, tg in matrix if k == kind]
+        groups.append(choices[draw.integer(0, len(choices) - 1)])
+    return groups
+
+
 def fresh_frequencies(draw):
     """Two frequency ladders at a rotary_dim in [4, 256] and an integer base in [500, 10^7]."""
     groups = []
@@ -691,10 +891,54 @@ def _scaled_groups():
     return groups
 
 
+# --------------------------------------------------------------------------------------------
+# rope.apply_qk: q and k rotated in one call, k with fewer heads (grouped-query attention)
+
+
+@dataclass(frozen=True)
+class QkTest(RopeTest):
+    """A rope.apply_qk case: q has ``heads`` heads, k ``kv_heads`` (1 = multi-query)."""
+
+    kv_heads: int = 1
+
+
+def _qk_tests():
+    rows = tuple((p,) for p in (4095, 131071, 17))
+    return (
+        QkTest("prefill-gqa4", "Prompt of 6 tokens, 8 query heads sharing 2 KV heads (groups of 4), as "
+               "Llama-3-8B's 32 / 8.", ("Prefill", "GroupedQuery"), (tuple(range(6)),), heads=8, kv_heads=2),
+        QkTest("decode-mqa-b3", f"Batched decode, one token per row at {[r[0] for r in rows]}, 4 query heads "
+               "and one KV head (multi-query): a fused kernel that skips k when it has a single head fails.",
+               ("Decode", "BatchedDecode", "GroupedQuery", "LongContext"), rows, heads=4, kv_heads=1),
+        QkTest("left-padded-mqa", "Left-padded batch of 3 rows (HF position ids), 3 query heads, one KV head.",
+               ("LeftPadding", "GroupedQuery"), tuple(_hf_left_padded(6, p) for p in (2, 0, 4)), heads=3,
+               kv_heads=1),
+    )
+
+
+def fresh_apply_qk(draw):
+    """One grouped-query case drawn at run time: a model configuration, 4 or 8 query heads over 1
+    or 2 KV heads, 1 to 3 rows of 1 to 4 tokens at positions below 2^17."""
+    name = draw.choice(("llama3-d128", "llama2-d128-meta", "gpt-neox-20b"))
+    model = MODELS[name]
+    b, s = draw.integer(1, 3), draw.integer(1, 4)
+    rows = tuple(tuple(draw.integers(0, 2**17 - 1, s)) for _ in range(b))
+    heads, kv = draw.choice((4, 8)), draw.choice((1, 2))
+    test = QkTest(f"{name}-q{heads}-kv{kv}", f"Drawn at run time: {name}'s configuration, {heads} query heads over "
+                  f"{kv} KV head(s), {b} x {s} positions.", _model_flags(name) + ("GroupedQuery",
+                  LAYOUT_FLAG[model["params"]["layout"]]), rows, heads=heads, kv_heads=kv)
+    return [TestGroupSpec(model["params"], (test,), model["source"])]
+
+
+def _qk_groups():
+    return [_model_group("rope.apply_qk", name, _qk_tests()) for name in ("llama3-d128", "llama2-d128-meta")]
+
+
 def groups() -> list[GroupSpec]:
     """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies, then the
-    scaled groups of each."""
-    return _apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups()
+    scaled groups of each, then rope.apply_qk."""
+    return (_apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups() + _qk_groups()
+            + module_vectors.groups())
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,11 +953,19 @@ def _positions(test: RopeTest) -> np.ndarray:
 
 
 def _test_params(test: RopeTest, positions) -> dict:
-    """Per-test parameters: seq_len, the catalog's or max position + 1."""
+    """Per-test parameters: seq_len, the catalog's or max position + 1; the tensor layout,
+    cu_seqlens and in-place flag only where they differ from the default (shape matrix)."""
     seq_len = test.seq_len
     if seq_len is None:
         seq_len = int(positions.max()) + 1
-    return {"seq_len": seq_len}
+    params = {"seq_len": seq_len}
+    if getattr(test, "tensor_layout", "bshd") != "bshd":
+        params["tensor_layout"] = test.tensor_layout
+    if getattr(test, "cu_seqlens", None) is not None:
+        params["cu_seqlens"] = list(test.cu_seqlens)
+    if getattr(test, "inplace", False):
+        params["inplace"] = True
+    return params
 
 
 def build_apply(case_id: str, params: dict, test: RopeTest):
@@ -728,6 +980,43 @@ def build_apply(case_id: str, params: dict, test: RopeTest):
     else:
         x = representable_inputs(case_id, (b, s, test.heads, params["head_dim"]))
     return _test_params(test, positions), {"x": x, "positions": positions}
+
+
+def build_apply_qk(case_id: str, params: dict, test: QkTest):
+    """positions int64 [b, s], q [b, s, heads, head_dim] and k [b, s, kv_heads, head_dim], seeded
+    by the case id (roles "q" and "k") and exactly representable in bfloat16 and float16."""
+    positions = _positions(test)
+    b, s = positions.shape
+    q = representable_inputs(case_id, (b, s, test.heads, params["head_dim"]), role="q")
+    k = representable_inputs(case_id, (b, s, test.kv_heads, params["head_dim"]), role="k")
+    return _test_params(test, positions), {"q": q, "k": k, "positions": positions}
+
+
+def compute_apply_qk(params: dict, inputs: dict, backend: str) -> dict:
+    """``q_expected``, ``k_expected``: rope.apply_qk is rope.apply on q and on k with the same
+    positions (golden mode: each value the float64 nearest to the exact rotation)."""
+    out = {}
+    for role in ("q", "k"):
+        out[f"{role}_expected"] = compute_apply(params, {"x": inputs[role], "positions": inputs["positions"]},
+                                                backend)["expected"]
+    return out
+
+
+def shapes_apply_qk(params: dict, arrays: dict) -> dict:
+    positions = arrays["positions"]
+    if positions.ndim != 2:
+        return {"positions": ("batch", "seq")}
+    b, s = positions.shape
+    out = {}
+    for role in ("q", "k"):
+        heads = arrays[role].shape[2] if arrays[role].ndim == 4 else "heads"
+        out[role] = out[f"{role}_expected"] = (b, s, heads, params["head_dim"])
+    return out
+
+
+def exact_apply_qk(params: dict, inputs: dict) -> dict:
+    return {f"{role}_expected": exact_apply(params, {"x": inputs[role], "positions": inputs["positions"]})["expected"]
+            for role in ("q", "k")}
 
 
 def build_cache(case_id: str, params: dict, test: RopeTest):
@@ -843,14 +1132,24 @@ PARAMS_SCHEMA = {
         "layout": {"enum": ["half", "interleaved"]},
         "scaling": {"type": ["null", "object"]},
         "seq_len": {"type": ["null", "integer"], "minimum": 0},
+        # Only in fresh shape-matrix cases (never stored): how rope.apply hands the case over.
+        "tensor_layout": {"enum": ["bshd", "bhsd", "thd"]},
+        "cu_seqlens": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "inplace": {"type": "boolean"},
     },
 }
 
 PROTOCOLS = {
+    "rope.module": module_vectors.PROTOCOL,  # stateful modules: reference/rope/module_vectors.py
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
         ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
-        fresh=lambda draw: _fresh_rotations(draw, "rope.apply")),
+        fresh=lambda draw, shapes="sample": fresh_apply(draw, shapes)),
+    "rope.apply_qk": VectorProtocol(
+        "rope.apply_qk", {"q": "float64", "k": "float64", "positions": "int64", "q_expected": "float64",
+                          "k_expected": "float64"},
+        ("q", "k", "positions"), PARAMS_SCHEMA, build_apply_qk, compute_apply_qk, shapes_apply_qk,
+        exact_apply_qk, fresh=fresh_apply_qk),
     "rope.cache": VectorProtocol(
         "rope.cache", {"positions": "int64", "cos": "float64", "sin": "float64"},
         ("positions",), PARAMS_SCHEMA, build_cache, compute_cache, shapes_cache, exact_cache,

@@ -1,0 +1,306 @@
+"""Protocol ``rope.module``: ``fn(spec) -> module``, a stateful rotary module driven by a script.
+
+The adapter is a factory: ``fn(spec)`` builds the module once per case (and dtype). The runner
+then calls that one instance step after step, as a model calls its rotary embedding:
+
+    module(x, positions) -> x rotated            (the default: tensor like x), or
+    module(x, positions) -> (cos, sin)           when the module declares
+                                                 ``module.posref_output = "cos_sin"``
+
+x [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq]. cos and sin
+come either in pair order [batch, seq, rotary_dim // 2] (as rope.cache) or expanded to
+[batch, seq, rotary_dim] in the spec's pair layout (HF's ``cat(freqs, freqs)`` for "half", each
+angle twice for "interleaved"); both elements of every pair are graded.
+
+Every step is graded like a rope.apply output (rope.cache for tables), with the same budgets,
+against the float64 reference computed afresh for that step: positions as given and
+``seq_len`` = the step's current length, largest position + 1 (HF's ``dynamic_rope_update``).
+Nothing carries over from step to step in the reference, so state a module keeps shows as an
+error of a later step. In cases with ``cast`` the runner first casts the module with
+``module.to(dtype)`` (users' ``model.to(torch.bfloat16)``; a module without ``.to`` is used as it
+is). The case's ratio is the largest of its steps; the worst element is
+``[step, batch, seq, head, dim]`` (tables: ``[step, batch, seq, pair]``).
+
+Diagnoses besides rope.apply's (conformance/rope/module_state.py): ``stale-state`` (a step's
+output matches the reference state of an earlier step: its frequencies or its tables),
+``longrope-switch`` (LongRoPE's short and long factors chosen at the wrong length) and
+``angle-precision`` naming the floating buffers left in a low-precision dtype by the cast.
+
+The module lives in the runner's process: the steps run in-process even under ``--isolate``
+(its cases are skipped there with the reason: a module cannot cross the process boundary as
+plain data), a step that raises ends the script with ``raised`` naming the step, and the
+per-call timeout applies to the factory call only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from conformance.core import tolerance
+from conformance.core.protocol import Graded, Prepared, Probe, Protocol
+from conformance.core.tensors import torch_dtype
+from conformance.results import Diagnosis
+from conformance.rope.spec import spec_of
+
+OUTPUT_ATTRIBUTE = "posref_output"  # "x" (default) or "cos_sin"
+OUTPUT_FORMS = ("x", "cos_sin")
+
+
+@dataclass
+class Step:
+    """One call of the script: its slice of the case's arrays, and what grading found."""
+
+    index: int
+    x: np.ndarray  # float64 [b, s, h, d], the case's values (not yet rounded)
+    positions: np.ndarray  # int64 [b, s]
+    seq_len: int  # current length: largest position + 1
+    prepared: Optional[Prepared] = None  # rope.apply's (cache form: positions too)
+    graded: Optional[Graded] = None
+    output: Optional[object] = None  # output_f64 (x form) or (cos, sin) [b, s, r/2 or r]
+
+    def describe(self) -> str:
+        pos = self.positions
+        lo, hi = int(pos.min()), int(pos.max())
+        where = f"position {lo}" if lo == hi else f"positions {lo}..{hi}"
+        return f"step {self.index} ({pos.shape[1]} token(s) at {where}, length {self.seq_len})"
+
+
+@dataclass
+class ModulePrepared(Prepared):
+    steps: list = field(default_factory=list)
+    cast: bool = False
+    form: str = "x"
+    low_buffers: dict = field(default_factory=dict)  # buffer name -> (dtype, step it was seen at)
+    module: object = None  # the factory's module after the cast (set by grade)
+
+
+def step_spec(spec, seq_len: int):
+    """The spec of one step's reference: the case's, with the step's current length."""
+    return dataclasses.replace(spec, seq_len=int(seq_len))
+
+
+def script(case) -> list:
+    """The case's steps (reference.rope.module_vectors: steps concatenated along seq)."""
+    from reference.rope.module_vectors import step_bounds, step_seq_len
+
+    x = np.asarray(case.arrays["x"], dtype=np.float64)
+    pos = np.asarray(case.arrays["positions"], dtype=np.int64)
+    out = []
+    for k, (start, stop) in enumerate(step_bounds(case.params["steps"])):
+        p = pos[:, start:stop]
+        out.append(Step(k, x[:, start:stop], p, step_seq_len(p)))
+    return out
+
+
+class ModuleProbe(Probe):
+    """Records whether the run is isolated: the module cannot be graded across processes."""
+
+    def __init__(self, isolated: bool):
+        self.isolated = isolated
+
+    def to_json(self) -> dict:
+        return {"in_process": not self.isolated}
+
+    def describe(self) -> str:
+        return "module driven in the runner's process" if not self.isolated else \
+            "rope.module cases skipped under --isolate"
+
+    def skip_reason(self, spec) -> Optional[str]:
+        if self.isolated:
+            return ("rope.module drives the module across calls in the runner's process; a module "
+                    "cannot come back from an isolated process: run without --isolate")
+        return None
+
+
+class RopeModule(Protocol):
+    name = "rope.module"
+    family = "rope"
+    signature = ("fn(spec) -> module; module(x, positions) -> tensor like x, or (cos, sin) with "
+                 "module.posref_output = 'cos_sin'")
+    dtype_free = False
+    acceptable_note = "float32 angle rounding, growing with position"
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> ModulePrepared:
+        return ModulePrepared((spec,), {}, {}, dtype, device, steps=script(case),
+                              cast=bool(case.params.get("cast", False)))
+
+    def probe(self, invoker, cases, options):
+        return ModuleProbe(bool(getattr(invoker, "isolated", False)))
+
+    # -- grading ---------------------------------------------------------------------------
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        from conformance.isolation import _call_catching
+
+        problem = self._ready(prepared, value)
+        if problem is not None:
+            return Graded(problems=[problem])
+        module = prepared.module
+        graded = Graded()
+        for step in prepared.steps:
+            from conformance.rope.apply import PROTOCOL as APPLY
+
+            sspec = step_spec(spec, step.seq_len)
+            step.prepared = APPLY.prepare_arrays(step.x, step.positions, sspec, prepared.dtype, prepared.device)
+            x_t, pos_t = step.prepared.args[:2]
+            outcome = _call_catching(module, (x_t, pos_t))
+            self._watch_buffers(prepared, module, step.index)
+            if outcome.kind != "ok":
+                code = "raised" if outcome.kind in ("raised", "unsupported") else outcome.kind
+                graded.problems.append(Diagnosis(code, f"{step.describe()}: {outcome.error}"))
+                break
+            step.graded = self._grade_step(case, sspec, step, prepared, outcome.value)
+            self._merge(graded, step)
+        return graded
+
+    def _ready(self, prepared, value) -> Optional[Diagnosis]:
+        """Check the factory's result, apply the cast, read the declared output form."""
+        if not callable(value):
+            return Diagnosis("shape-changed", f"the factory returned a {type(value).__name__}, not a callable "
+                                              "module")
+        form = getattr(value, OUTPUT_ATTRIBUTE, "x")
+        if form not in OUTPUT_FORMS:
+            return Diagnosis("shape-changed", f"module.{OUTPUT_ATTRIBUTE} must be 'x' or 'cos_sin', got {form!r}")
+        prepared.form = form
+        module = value
+        mover = getattr(value, "to", None)
+        try:
+            if prepared.cast and prepared.dtype is not None and callable(mover):
+                module = mover(torch_dtype(prepared.dtype)) or value  # nn.Module.to returns self
+            if prepared.device != "cpu" and callable(getattr(module, "to", None)):
+                module = module.to(prepared.device) or module
+        except Exception as exc:  # noqa: BLE001 - the module's own .to failing is its verdict
+            from conformance.isolation import error_line
+
+            return Diagnosis("raised", f"module.to({prepared.dtype}) raised {error_line(exc)}")
+        prepared.module = module
+        self._watch_buffers(prepared, module, None)
+        return None
+
+    @staticmethod
+    def _watch_buffers(prepared, module, step_index) -> None:
+        """Remember floating buffers and parameters held in a low-precision dtype (after the cast,
+        and after every step: a module may restore a rounded copy later)."""
+        named = []
+        for attr in ("named_buffers", "named_parameters"):
+            fn = getattr(module, attr, None)
+            if callable(fn):
+                try:
+                    named += list(fn())
+                except Exception:  # noqa: BLE001 - a module whose listing fails names nothing
+                    pass
+        for name, tensor in named:
+            dtype = str(getattr(tensor, "dtype", "")).replace("torch.", "")
+            if dtype in ("bfloat16", "float16") and name not in prepared.low_buffers:
+                prepared.low_buffers[name] = (dtype, step_index)
+
+    def _grade_step(self, case, sspec, step, prepared, value) -> Graded:
+        if prepared.form == "x":
+            from conformance.rope.apply import PROTOCOL as APPLY
+
+            graded = APPLY.grade(case, sspec, step.prepared, value)
+            step.output = graded.output_f64
+            return graded
+        return self._grade_tables(case, sspec, step, prepared, value)
+
+    def _grade_tables(self, case, sspec, step, prepared, value) -> Graded:
+        """(cos, sin) in pair order [b, s, r/2], or expanded [b, s, r] in the spec's layout: each
+        of the two expansions graded as a rope.cache output, the worse kept."""
+        from conformance.rope import reference
+        from conformance.rope.cache import PROTOCOL as CACHE
+
+        cp = Prepared(step.prepared.args, {"positions": step.positions}, dict(step.prepared.watched), None,
+                      prepared.device)
+        r = sspec.rotary_dim
+        last = _last_dim(value)
+        if last != r:
+            graded = CACHE.grade(case, sspec, cp, value)
+            step.output = graded.output_f64
+            return graded
+        first, second = reference.pair_indices(r, sspec.layout)
+        worst = None
+        for idx in (first, second):
+            half = tuple(t[..., idx] for t in value)
+            g = CACHE.grade(case, sspec, cp, half)
+            if worst is None or _worse(g, worst):
+                worst = g
+        step.output = worst.output_f64
+        return worst
+
+    @staticmethod
+    def _merge(graded: Graded, step: Step) -> None:
+        """Fold a step's grading into the case's: problems named by step, the largest ratio."""
+        g = step.graded
+        for p in g.problems:
+            graded.problems.append(Diagnosis(p.code, f"{step.describe()}: {p.message}"))
+        if g.output_f64 is None:
+            return
+        if graded.output_f64 is None:
+            graded.output_f64, graded.output_dtype = g.output_f64, g.output_dtype
+        if g.max_abs_error is not None:
+            graded.max_abs_error = max(graded.max_abs_error or 0.0, g.max_abs_error)
+        for profile in tolerance.PROFILES:
+            ratio = g.ratio.get(profile)
+            best = graded.ratio.get(profile)
+            if profile not in graded.ratio or (ratio is not None and (best is None or ratio > best)) \
+                    or (ratio is None and best is not None):
+                graded.ratio[profile] = ratio
+                if g.worst_index.get(profile) is not None:
+                    graded.worst_index[profile] = [step.index] + list(g.worst_index[profile])
+                graded.curve[profile] = g.curve.get(profile, [])
+                if profile == "standard":
+                    graded.output_f64, graded.output_dtype = g.output_f64, g.output_dtype
+            over, total, unit = g.mismatch.get(profile, (0, 0, "pairs"))
+            o0, t0, _ = graded.mismatch.get(profile, (0, 0, unit))
+            graded.mismatch[profile] = (o0 + over, t0 + total, unit)
+            for note in g.notes.get(profile, []):
+                text = f"{step.describe()}: {note}"
+                graded.notes.setdefault(profile, [])
+                if text not in graded.notes[profile]:
+                    graded.notes[profile].append(text)
+
+    # -- explaining ------------------------------------------------------------------------
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        from conformance.rope import module_state
+
+        return module_state.diagnose(spec, prepared, dtype)
+
+    def locate(self, case, spec, prepared, index) -> str:
+        k, rest = int(index[0]), list(index[1:])
+        step = prepared.steps[k]
+        if prepared.form == "x":
+            from conformance.rope.apply import PROTOCOL as APPLY
+
+            where = APPLY.locate(case, step_spec(spec, step.seq_len), step.prepared, rest)
+        else:
+            b, s, i = rest
+            where = f"batch row {b}, position {int(step.positions[b, s])} (token {s}), pair {i}"
+        return f"{step.describe()}: {where}"
+
+    def repro_call(self) -> str:
+        return "module = fn(*args)  # then module(x, positions) for each step of the case"
+
+
+def _last_dim(value) -> Optional[int]:
+    if isinstance(value, (tuple, list)) and len(value) == 2 and hasattr(value[0], "shape"):
+        shape = tuple(value[0].shape)
+        return shape[-1] if shape else None
+    return None
+
+
+def _worse(a: Graded, b: Graded) -> bool:
+    if a.problems and not b.problems:
+        return True
+    ra, rb = a.ratio.get("standard"), b.ratio.get("standard")
+    return ra is not None and (rb is None or ra > rb)
+
+
+PROTOCOL = RopeModule()
