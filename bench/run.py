@@ -2,6 +2,7 @@
 
     python bench/run.py [--repeat 5] [--json posref-bench.json] [--skip-slow] [--backends cpu,numpy,cuda]
                         [--full] [--cache-positions 1048576]
+                        [--families yes|no|only]
 
 The same as ``posref bench`` (the implementation is conformance/commands/bench.py, so that the
 installed command has it too); see its docstring for the workloads, the rows and the targets.

@@ -23,7 +23,9 @@ Two invokers share that contract (``make_invoker`` picks one):
   format, so nothing the adapter sends can run code in the runner: results are tensors (dtype,
   shape, device and values), arrays, numbers, strings and containers of them. An adapter that modifies an input tensor in place has the
   modification copied back into the caller's tensor, so the runner's "inputs not mutated" check
-  sees it as it would in-process. After a crash the server reports how the worker died and forks
+  sees it as it would in-process: tensor arguments, and tensors nested in the arguments' dicts,
+  lists, tuples and dataclass fields (attention's ``weights["wq"]``, ``spec.past_keys``), each
+  named by its path from the argument list (``_tensor_paths``). After a crash the server reports how the worker died and forks
   a fresh one; after a timeout it kills the worker first. A restart therefore costs a fork (tens
   of milliseconds), not the seconds of a new interpreter importing torch, and the start-up is
   never counted against the timeout. Everything runs in its own process group: ``close()`` (also
@@ -41,6 +43,7 @@ for the duration of each call marks the real ones.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import pickle
@@ -729,17 +732,92 @@ def _reply_outcome(reply, args: tuple) -> Outcome:
 
 
 def _copy_back(args: tuple, mutated) -> None:
-    """Replay in-place modifications the adapter made to its copies of the input tensors."""
+    """Replay in-place modifications the adapter made to its copies of the input tensors.
+
+    Each item of ``mutated`` is (where, tensor): ``where`` is an argument's index for a tensor
+    argument, or a path (index, step, ...) to a tensor nested in an argument (``_tensor_paths``).
+    The path is resolved in the caller's own arguments (``_resolve``), so the child names a place,
+    never an object; a path that names no input tensor is a malformed reply."""
     if not isinstance(mutated, list):
         raise wire.WireError("unexpected reply")
     for item in mutated:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)
-                and 0 <= item[0] < len(args)):
+        if not (isinstance(item, tuple) and len(item) == 2):
             raise wire.WireError("unexpected reply")
+        where = item[0]
+        path = (where,) if isinstance(where, int) and not isinstance(where, bool) else where
+        target = _resolve(args, path)
         try:
-            args[item[0]].copy_(item[1])
+            target.copy_(item[1])
         except Exception:  # e.g. the adapter resized it: the runner still sees a changed shape
             pass
+
+
+# Container levels searched below an argument for input tensors (attention: spec -> past_keys).
+_MAX_NESTING = 8
+
+
+def _step_ok(step) -> bool:
+    return isinstance(step, str) or (isinstance(step, int) and not isinstance(step, bool))
+
+
+def _tensor_paths(args: tuple) -> list:
+    """[(path, tensor)] for every tensor in ``args``: an argument itself (path (i,)) or one nested
+    in dict values (keys that are str or int), list and tuple items and dataclass fields, up to
+    ``_MAX_NESTING`` levels down; each container is entered once (the first path names a tensor
+    reachable twice)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    found, seen = [], set()
+
+    def walk(obj, path, depth):
+        if isinstance(obj, torch.Tensor):
+            found.append((path, obj))
+            return
+        if depth >= _MAX_NESTING or id(obj) in seen:
+            return
+        if isinstance(obj, dict):
+            seen.add(id(obj))
+            for key, value in list(obj.items()):
+                if _step_ok(key):
+                    walk(value, path + (key,), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            seen.add(id(obj))
+            for k, value in enumerate(obj):
+                walk(value, path + (k,), depth + 1)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            seen.add(id(obj))
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name, None), path + (f.name,), depth + 1)
+
+    for i, arg in enumerate(args):
+        walk(arg, (i,), 0)
+    return found
+
+
+def _resolve(args: tuple, path):
+    """The caller's input tensor at ``path`` (from an untrusted reply): steps go through dict keys,
+    list/tuple indices and dataclass field names only; anything else is a WireError."""
+    torch = sys.modules.get("torch")
+    if (not isinstance(path, tuple) or not 1 <= len(path) <= _MAX_NESTING + 1
+            or not all(_step_ok(step) for step in path) or not isinstance(path[0], int)
+            or not 0 <= path[0] < len(args)):
+        raise wire.WireError("unexpected reply")
+    obj = args[path[0]]
+    for step in path[1:]:
+        if isinstance(obj, dict) and step in obj:
+            obj = obj[step]
+        elif (isinstance(obj, (list, tuple)) and isinstance(step, int) and not isinstance(step, bool)
+              and 0 <= step < len(obj)):
+            obj = obj[step]
+        elif (dataclasses.is_dataclass(obj) and not isinstance(obj, type) and isinstance(step, str)
+              and step in {f.name for f in dataclasses.fields(obj)}):
+            obj = getattr(obj, step)
+        else:
+            raise wire.WireError("unexpected reply")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        raise wire.WireError("unexpected reply")
+    return obj
 
 
 def make_invoker(
@@ -962,10 +1040,10 @@ def _worker_main(fn: Callable, data, log) -> None:
 
 
 def _snapshot(args: tuple) -> dict:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {}
-    return {i: a.clone() for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    """{path: (the input tensor, a pristine clone)} for every tensor reachable from the arguments
+    (``_tensor_paths``), taken before the call; the tensor object itself is kept, so an adapter
+    that rebinds a container entry (weights["wq"] = ...) is not taken for one writing into it."""
+    return {path: (t, t.clone()) for path, t in _tensor_paths(args)}
 
 
 def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
@@ -973,7 +1051,10 @@ def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
 
     if outcome.kind != "ok":
         return wire.dumps({"kind": outcome.kind, "error": outcome.error, "traceback": outcome.traceback})
-    mutated = [(i, args[i]) for i, before in pristine.items() if not same_bits(args[i], before)]
+    # A top-level argument keeps its plain index (the format before nested paths); a nested tensor
+    # goes back with its path.
+    mutated = [(path[0] if len(path) == 1 else path, t) for path, (t, before) in pristine.items()
+               if not same_bits(t, before)]
     try:
         return wire.dumps({"kind": "ok", "value": outcome.value, "mutated": mutated})
     except Exception as exc:  # a generator, a lock, a custom class...: say so instead of dying

@@ -94,6 +94,7 @@ class Report:
     notes: list = field(default_factory=list)  # list[str]: about the run itself (threads left running)
     seed: Optional[int] = None  # of the fresh cases drawn at run time (None: none were drawn)
     baseline: Optional[dict] = None  # what --expected-failures found (conformance.baseline.apply)
+    training: Optional[dict] = None  # {"grad": bool, "autocast": dtype or None} under --grad / --autocast
 
     def summary(self) -> dict:
         """Counts per verdict; a failure the baseline expects counts as ``xfail``, not as fail or
@@ -127,4 +128,5 @@ class Report:
             "notes": list(self.notes),
             "seed": self.seed,
             "baseline": self.baseline,
+            "training": self.training,
         }

@@ -429,8 +429,6 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
         if _RANK.get(verdict, 0) > _RANK.get(result.verdict, 0):
             result.verdict = verdict
         return
-    import torch
-
     applied = tuple(c.to(torch_dtype(d)) if d in tolerance.DTYPES else c
                     for c, d in zip(training["cotangents"], info.get("cotangent_dtypes", ())))
     grads = {role: info["grads"][k] if k < len(info["grads"]) else None for k, role in enumerate(roles)}
@@ -463,6 +461,7 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
         failing = failing or verdict == "fail"
         codes = {d.code for d in result.diagnoses}
         result.diagnoses.extend(d for d in g.problems if d.code not in codes)
+        result.notes.extend(n for n in g.notes.get(profile, []) if n not in result.notes)
     result.grad = {"verdict": worst, "budget_ratio": max(ratios) if ratios else None, "inputs": inputs}
     if failing:
         gradable = {role: g for role, g in by_role.items() if g.gradable}
@@ -574,6 +573,7 @@ def run(
         environment=environment.collect(opts.device, opts.dtypes),
         profile=opts.profile,
         seed=opts.seed if fresh else None,
+        training={"grad": opts.grad, "autocast": opts.autocast} if opts.grad or opts.autocast else None,
     )
     from conformance.loader import signature_problem, source_location
 

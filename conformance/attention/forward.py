@@ -10,13 +10,26 @@ rounded to the dtype, on the rows of real query tokens that see a key. Budget: a
 through projections, RoPE, logits, softmax, the weighted sum and the output projection, derived
 from the arithmetic in the dtype (budgets.py and docs/tolerance.md, "Attention"): gamma_n
 accumulation terms in the accumulation unit (float32 admitted by the standard profile), one u_T
-per stored intermediate, RoPE table and angle errors growing with |m| theta, and the softmax's
-exact perturbation bound |dp_j| <= p_j (exp(E_j + log sum_k p_k e^(E_k)) - 1).
+per stored intermediate, RoPE table and angle errors growing with |m| theta, an additive bias's
+own forward budget in the table unit (ALiBi; KERPLE and FIRE from conformance.kerple.bias and
+conformance.fire.bias; T5 exact) plus its cast and sum, and the softmax's exact perturbation
+bound |dp_j| <= p_j (exp(E_j + log sum_k p_k e^(E_k)) - 1).
+
+Bias encodings: KERPLE's parameters travel in the spec (kerple_variant, kerple_r1, kerple_r2);
+FIRE's MLP (c, L_multiplier 0-d; W1, b1, W2, b2) and T5's table (rel_bias [num_buckets,
+num_heads]) are extra entries of the weights dict (learned weights, in the dtype under test).
+
+Training (--grad, backward.py): the gradients of hidden and of the four weights (paths (1, "wq")
+... into the weights dict), and of T5's table and FIRE's six MLP parameters (paths (1, "rel_bias"),
+(1, "c") ...; KERPLE's and ALiBi's parameters are configuration, not tensors), graded against
+reference.attention.backward with a budget derived from the backward's arithmetic; diagnoses
+backward-scale, backward-transposed, backward-missing; the float64 gradcheck as a black-box check.
 
 Diagnosis (models.py): the output is recomputed with each usual fault; a failing output within
 four budgets of a fault model that itself differs from the reference by more than a budget, and
 at least twice as close to the model as to the reference, gets its code: ``attention-encoding``
-(RoPE positions restarting from 0 or off by one, other layout, none), ``attention-causal-off-by-one``,
+(RoPE positions restarting from 0 or off by one, other layout, none; a bias with the opposite
+sign, KERPLE's other variant, T5's buckets of the other direction, no bias), ``attention-causal-off-by-one``,
 ``attention-padding-ignored``, ``attention-scale-missing``, ``attention-factor-twice``.
 """
 
@@ -42,11 +55,23 @@ def reference_config(spec):
     from reference.attention import Config
 
     return Config(spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.causal, spec.encoding, spec.base,
-                  spec.rotary_dim, spec.layout, spec.scaling, spec.seq_len)
+                  spec.rotary_dim, spec.layout, spec.scaling, spec.seq_len, spec.kerple_variant, spec.kerple_r1,
+                  spec.kerple_r2, spec.num_buckets, spec.max_distance)
+
+
+def bias_weights(spec) -> dict:
+    """{stored array role: key in the weights dict} of the encoding's learned bias (FIRE's MLP,
+    T5's table; empty otherwise)."""
+    from reference.attention.vectors import BIAS_WEIGHTS
+
+    return BIAS_WEIGHTS.get(spec.encoding, {})
 
 
 def _reference_args(inputs, spec):
     weights = {n: inputs[n] for n in WEIGHTS}
+    weights.update({key: inputs[role] for role, key in bias_weights(spec).items()})
+    if spec.encoding == "fire":
+        weights.update(c=float(np.ravel(weights["c"])[0]), L_multiplier=float(np.ravel(weights["L_multiplier"])[0]))
     kw = dict(attention_mask=inputs["attention_mask"].astype(bool), past_keys=inputs["past_keys"],
               past_values=inputs["past_values"])
     return (inputs["hidden"], weights, inputs["positions"], reference_config(spec)), kw
@@ -64,7 +89,8 @@ class AttentionForward(Protocol):
     def prepare(self, case, spec, dtype, device) -> Prepared:
         import torch
 
-        floats = ("hidden", *WEIGHTS, "past_keys", "past_values")
+        extra = bias_weights(spec)
+        floats = ("hidden", *WEIGHTS, *extra, "past_keys", "past_values")
         args, inputs, watched = adapter_inputs(case.arrays, floats, ("positions", "attention_mask"), dtype, device)
         t = dict(zip((*floats, "positions", "attention_mask"), args))
         P = int(case.params.get("past_len", 0))
@@ -77,6 +103,8 @@ class AttentionForward(Protocol):
         if not P:
             watched = {k: v for k, v in watched.items() if k not in ("past_keys", "past_values")}
         weights = {n: t[n] for n in WEIGHTS}
+        for role, key in extra.items():
+            weights[key] = t[role].reshape(()) if key in ("c", "L_multiplier") else t[role]
         return Prepared((t["hidden"], weights, t["positions"], full), inputs, watched, dtype, device)
 
     def _stages(self, prepared, spec):
@@ -119,9 +147,9 @@ class AttentionForward(Protocol):
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
-        b, i, c = index
-        pos = prepared.inputs_f64["positions"]
-        return f"batch row {b}, query {i} (position {int(pos[b, i])}), output feature {c}"
+        from conformance.attention.backward import locate
+
+        return locate(prepared, index)
 
     def repro_call(self) -> str:
         return "fn(*args)"
@@ -160,6 +188,38 @@ class AttentionForward(Protocol):
                 if fits(model):
                     return [Diagnosis(code, what)]
         return []
+
+    # -- training (--grad): conformance/attention/backward.py ------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        from conformance.attention.backward import grad_args
+
+        return grad_args(spec)
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.attention.backward import cotangent_tensor
+
+        return (cotangent_tensor(self, case, spec, prepared),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.attention.backward import grade_gradients
+
+        return grade_gradients(self, case, spec, prepared, cotangents, grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.attention.backward import diagnose_gradients
+
+        return diagnose_gradients(self, case, spec, prepared, cotangents, grads, graded, dtype)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.attention.backward import GRAD_ARGS, gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        args, what = gradcheck_case(device)
+        return [gradcheck_identity(invoker, args, tuple(GRAD_ARGS.values()), device, "attention.forward.gradcheck",
+                                   what)]
 
 
 PROTOCOL = AttentionForward()

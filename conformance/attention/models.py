@@ -13,8 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 
-def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None):
-    """The layer from st with the rotated queries / new keys, visibility or logit factor replaced."""
+def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None, bias=None):
+    """The layer from st with the rotated queries / new keys, visibility, logit factor or additive
+    bias replaced."""
     b, s, D = st["X"].shape
     hq, hkv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
     P = st["keys"].shape[1] - s
@@ -23,7 +24,7 @@ def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=Non
     vis = st["vis"] if vis is None else vis
     heads = np.arange(hq) // (hq // hkv)
     sc = 1.0 / math.sqrt(d) if scale is None else scale
-    z = logit_mult * np.einsum("bihe,bjhe->bhij", qr, keys[:, :, heads]) * sc + st["bias"]
+    z = logit_mult * np.einsum("bihe,bjhe->bhij", qr, keys[:, :, heads]) * sc + (st["bias"] if bias is None else bias)
     z = np.where(vis[:, None], z, -np.inf)
     top = np.max(z, axis=-1, keepdims=True)
     e = np.exp(z - np.where(np.isfinite(top), top, 0.0))
@@ -44,6 +45,8 @@ def _rope(x, positions, spec, **changes):
 def encoding_models(st, spec, positions):
     """(description, output) for the encoding faults."""
     out = []
+    if spec.encoding in ("alibi", "kerple", "fire", "t5"):
+        return bias_models(st, spec, positions)
     if spec.encoding != "rope":
         return out
     restart = np.broadcast_to(np.arange(positions.shape[1]), positions.shape).copy()
@@ -102,3 +105,30 @@ def factor_models(st, spec):
              recompute(st, spec, qr=st["qr"] * f, kr=st["keys"][:, P:] * f)),
             (f"the attention factor {f:.6g} applied again as a softmax temperature (logits times f^4)",
              recompute(st, spec, logit_mult=f * f))]
+
+
+def bias_models(st, spec, positions):
+    """(description, output) for an additive bias gone wrong: its sign flipped, no bias at all,
+    KERPLE's other variant, T5's buckets with the other directionality."""
+    bias = st["bias"]
+    out = [("the position bias is added with the opposite sign", recompute(st, spec, bias=-bias)),
+           ("no position bias is added", recompute(st, spec, bias=np.zeros_like(bias)))]
+    kpos = st["kpos"]
+    if spec.encoding == "kerple":
+        from reference import kerple
+
+        other = "power" if spec.kerple_variant == "log" else "log"
+        swapped = np.stack([kerple.bias(positions[i], kpos[i], other, spec.kerple_r1, spec.kerple_r2,
+                                        backend="numpy") for i in range(positions.shape[0])])
+        out.append((f"KERPLE's {other} variant computed for the {spec.kerple_variant} variant",
+                    recompute(st, spec, bias=swapped)))
+    if spec.encoding == "t5":
+        from reference.attention.core import t5_bias
+
+        from conformance.attention.forward import reference_config
+
+        c = replace(reference_config(spec), causal=not spec.causal)
+        flipped = np.stack([t5_bias(c, positions[i], kpos[i], st["W"]["rel_bias"]) for i in range(positions.shape[0])])
+        kind = "bidirectional" if spec.causal else "causal (unidirectional)"
+        out.append((f"T5 buckets computed as {kind}", recompute(st, spec, bias=flipped)))
+    return out

@@ -17,7 +17,18 @@ class AttentionSpec:
     encoding      "rope" (base, rotary_dim, layout "half" = rotate_half pairs (j, j + r/2) or
                   "interleaved" = pairs (2j, 2j+1), scaling in HF rope_parameters form, whose
                   attention factor multiplies cos and sin), "alibi" (bias -m_h (p_i - p_j), or
-                  -m_h |p_i - p_j| when not causal, added to the scaled logits) or "none"
+                  -m_h |p_i - p_j| when not causal, added to the scaled logits), "none", or
+                  another additive bias on the scaled logits: "kerple" (kerple_variant "log":
+                  -r1_h log(1 + r2_h |p_i - p_j|), "power": -r1_h |p_i - p_j|^r2_h, with
+                  kerple_r1, kerple_r2 one float per query head as a checkpoint holds them,
+                  before the clamps r1, r2 >= 1e-2 (power: r2 <= 2) the implementation applies,
+                  as reference.kerple), "fire" (FIRE's MLP on psi(p_i - p_j) / (psi(max(p_i, L))
+                  + 1e-6), psi(x) = log(|c x| + 1), L = |L_multiplier 512|; its weights are extra
+                  entries of the weights dict: c, L_multiplier (0-d), W1 [hidden, 1], b1 [hidden],
+                  W2 [num_heads, hidden], b2 [num_heads], as reference.fire), "t5" (the weights
+                  entry rel_bias [num_buckets, num_heads], HF's relative_attention_bias.weight,
+                  read at the bucket of p_j - p_i: T5's rule with num_buckets, max_distance,
+                  bidirectional = not causal)
     scale         the logit scale 1 / sqrt(head_dim) (given for convenience)
     attention_mask  None, or a bool tensor [batch, P + s] on the case's device: True where the
                   key is a real token (HF's attention_mask); rows of padded queries are not graded
@@ -36,6 +47,11 @@ class AttentionSpec:
     layout: str = "half"
     scaling: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
     seq_len: int = 0
+    kerple_variant: str = "log"
+    kerple_r1: tuple = ()
+    kerple_r2: tuple = ()
+    num_buckets: int = 32
+    max_distance: int = 128
     attention_mask: Any = field(default=None, hash=False, compare=False, repr=False)
     past_keys: Any = field(default=None, hash=False, compare=False, repr=False)
     past_values: Any = field(default=None, hash=False, compare=False, repr=False)
@@ -56,4 +72,7 @@ def spec_of(params) -> AttentionSpec:
         head_dim=int(params["head_dim"]), causal=bool(params["causal"]), encoding=str(params["encoding"]),
         base=float(params.get("base", 10000.0)), rotary_dim=int(params.get("rotary_dim") or params["head_dim"]),
         layout=str(params.get("layout", "half")), scaling=copy.deepcopy(params.get("scaling")),
-        seq_len=int(params.get("seq_len") or 0))
+        seq_len=int(params.get("seq_len") or 0), kerple_variant=str(params.get("kerple_variant", "log")),
+        kerple_r1=tuple(float(v) for v in params.get("kerple_r1", ())),
+        kerple_r2=tuple(float(v) for v in params.get("kerple_r2", ())),
+        num_buckets=int(params.get("num_buckets", 32)), max_distance=int(params.get("max_distance", 128)))

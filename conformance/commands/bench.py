@@ -1,6 +1,7 @@
 """``posref bench``: the reference's speed next to torch eager and a memory copy, in one table.
 
     posref bench [--repeat N] [--json FILE] [--skip-slow] [--backends cpu,numpy,cuda] [--full]
+                 [--families yes|no|only]
     python bench/run.py [same options]
 
 Three workloads (float64, rotary_dim 128, base 10000, half layout):
@@ -19,6 +20,12 @@ large m: the speed an accurate table is measured against). Every cell is the bes
 runs after a warm-up, the rows interleaved (each repetition runs every row once), so that the
 ratios compare runs made under the same load; torch has run in the process before any posref
 row is timed, as in a user's process. Ratios are to the copy of the same column.
+
+Then (unless --families no) a second table, conformance/commands/bench_families.py: one row per
+family (sinusoidal, Gaussian RoPE, xPos, 2-D RoPE, M-RoPE, ALiBi, KERPLE, FIRE, T5), its cpu fast
+reference at a prefill-like workload against a memory copy of the same output bytes and its
+golden mode, and the attention layer against torch eager float64 SDPA (--families only: this
+table alone).
 
 Then, unless --skip-slow: the wall time of ``posref vectors regenerate`` (whole catalog, into a
 temporary directory, mpmath certification included) and of ``posref conform`` grading
@@ -82,6 +89,9 @@ def add_arguments(parser) -> None:
                         help="also time the numpy backend on the 2**20-position cache (tens of seconds)")
     parser.add_argument("--cache-positions", type=int, default=CACHE_POSITIONS,
                         help="positions of the cos/sin cache workload (default 2**20)")
+    parser.add_argument("--families", choices=("yes", "no", "only"), default="yes",
+                        help="the families table (every family's cpu reference against a copy, attention "
+                        "against torch SDPA; about a minute): yes (default), no, or only (no RoPE table)")
 
 
 def run(args) -> int:
@@ -95,11 +105,22 @@ def run(args) -> int:
     for b in backends:
         if b not in ("cpu", "numpy", "cuda"):
             raise UsageError(f"--backends: unknown backend {b!r} (cpu, numpy, cuda)")
-    result = measure(repeat=args.repeat, backends=backends, full=args.full,
-                     cache_positions=args.cache_positions)
+    families = getattr(args, "families", "yes")
+    if families == "only":
+        result = {"repeat": args.repeat, "notes": []}
+    else:
+        result = measure(repeat=args.repeat, backends=backends, full=args.full,
+                         cache_positions=args.cache_positions)
+    if families != "no":
+        from . import bench_families
+
+        result["families"] = bench_families.measure(repeat=args.repeat)
+        result.setdefault("machine", machine())
     if not args.skip_slow:
         result["slow"] = measure_slow()
     result["targets"] = check_targets(result)
+    if "families" in result:
+        result["targets"] += bench_families.check_targets(result["families"])
     print(render(result))
     if args.json_file and args.json_file != "-":
         with open(args.json_file, "w", encoding="utf-8") as fh:
@@ -324,7 +345,7 @@ def _timed(cmd, cwd) -> dict:
 
 def check_targets(result) -> list:
     """[{target, measured, met}] for issue 13's targets that this run measured."""
-    sec = result["seconds"]
+    sec = result.get("seconds", {})
     copy = sec.get("memory copy (numpy)", {})
     fast = sec.get("posref cpu fast", {})
     golden = sec.get("posref cpu golden", {})
@@ -370,8 +391,7 @@ def _fmt(seconds):
 
 
 def render(result) -> str:
-    sec = result["seconds"]
-    copy = sec.get("memory copy (numpy)", {})
+    sec = result.get("seconds", {})
     m = result["machine"]
     lines = [
         f"posref bench, {m['date']}: {m['cpu']}, {m['cpu_count']} cores, load {m['load_average']}",
@@ -380,6 +400,33 @@ def render(result) -> str:
         f"best of {result['repeat']}, rows interleaved; (x) = time / memory copy of the same column",
         "",
     ]
+    if sec:
+        lines += _rope_table(result)
+    if result.get("families"):
+        from . import bench_families
+
+        lines += ["", bench_families.render(result["families"])]
+    for note in result.get("notes", []):
+        lines.append(f"note: {note}")
+    slow = result.get("slow")
+    if slow:
+        lines.append("")
+        for key, rec in slow.items():
+            if "seconds" in rec:
+                lines.append(f"{key}: {rec['seconds']:.1f} s (exit {rec['exit']}): {rec['command']}")
+            else:
+                lines.append(f"{key}: {rec.get('skipped')}")
+    if result.get("targets"):
+        lines.append("")
+        for t in result["targets"]:
+            lines.append(f"[{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['measured']}")
+    return "\n".join(lines)
+
+
+def _rope_table(result) -> list:
+    sec = result["seconds"]
+    copy = sec.get("memory copy (numpy)", {})
+    lines = []
     heads = ["", *(f"{c}: {result['workloads'][c]}" for c in COLUMNS)]
     table = [heads]
     for name, cols in sec.items():
@@ -397,21 +444,7 @@ def render(result) -> str:
         lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |")
         if k == 0:
             lines.append("| " + " | ".join("-" * w for w in widths) + " |")
-    for note in result.get("notes", []):
-        lines.append(f"note: {note}")
-    slow = result.get("slow")
-    if slow:
-        lines.append("")
-        for key, rec in slow.items():
-            if "seconds" in rec:
-                lines.append(f"{key}: {rec['seconds']:.1f} s (exit {rec['exit']}): {rec['command']}")
-            else:
-                lines.append(f"{key}: {rec.get('skipped')}")
-    if result.get("targets"):
-        lines.append("")
-        for t in result["targets"]:
-            lines.append(f"[{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['measured']}")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv=None) -> int:

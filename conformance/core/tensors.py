@@ -235,3 +235,25 @@ def off_by_one_note(profile: str, positions) -> str:
     """The note for positions where the budget exceeds the change from position m to m+1."""
     return (f"the {profile} budget at position(s) {format_positions(positions)} exceeds the change "
             "from position m to m+1, so an off-by-one position would pass there")
+
+
+def grade_on_mask(graded, out: np.ndarray, ref: np.ndarray, mask: np.ndarray, budget, what: str, unit: str):
+    """Fill ``graded`` (a conformance.core.protocol.Graded) from ``out`` against ``ref`` on the
+    entries ``mask`` selects (broadcast to out's shape; the others are not graded): a non-finite
+    problem, the largest error and, per profile, the ratio to ``budget(profile)``, its worst index
+    and the mismatch count in ``unit``. Returns graded."""
+    from conformance.core import tolerance
+
+    mask = np.broadcast_to(mask, out.shape)
+    bad = nonfinite_problem(np.where(mask, out, 0.0), np.where(mask, ref, 0.0), what)
+    if bad is not None:
+        graded.problems.append(bad)
+    err = np.where(mask, abs_error(out, ref), 0.0)
+    graded.max_abs_error = finite_max(err)
+    total = int(np.count_nonzero(mask))
+    for profile in tolerance.PROFILES:
+        r = tolerance.ratio(err, budget(profile))
+        graded.ratio[profile] = finite_max(r)
+        graded.worst_index[profile] = argmax_index(r)
+        graded.mismatch[profile] = (over_budget(np.where(mask, r, 0.0))[0], total, unit)
+    return graded

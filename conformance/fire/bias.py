@@ -20,6 +20,11 @@ x = psi_n / N, p_k = W1_k x + b1_k, h_k = relu(p_k):
 - the output sum_k W2_hk h_k + b2_h: sum_k |W2_hk| err_p_k, plus (hidden + 1) u (sum_k |W2_hk h_k| +
   |b2_h|) for the products and the sum in any order, plus u |out| for rounding to the dtype;
 - plus the dtype's smallest subnormal.
+
+--grad (conformance/fire/backward.py): the gradients of c, L_multiplier, W1, b1, W2 and b2 for a
+cotangent drawn from the case (0 on the keys not graded), against the float64 reference VJP
+(torch's conventions at relu's kink and at a tie i = L), with budgets derived there; gradcheck in
+float64. Needs conformance.training to accept (argument, key) leaves (backward.keyed_grad_args).
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (argmax_index, check_tensor, finite_max, mutation_problems, nonfinite_problem,
-                                      over_budget, torch_dtype)
+from conformance.core.tensors import check_tensor, grade_on_mask, mutation_problems, torch_dtype
+from conformance.fire import backward
 from conformance.fire.spec import spec_of
 from conformance.results import Diagnosis
 from reference import fire
@@ -107,21 +112,13 @@ class FireBias(Protocol):
             return graded
         w = weights(prepared.inputs_f64)
         ref = fire.bias(qp, kp, w, init_L=spec.init_L, eps=spec.eps, backend="numpy")
-        mask = graded_entries(qp, kp, spec)[None]
-        bad = nonfinite_problem(np.where(mask, out, ref), ref, "the bias")
-        if bad is not None:
-            graded.problems.append(bad)
-        with np.errstate(invalid="ignore"):
-            err = np.where(mask, np.where(np.isfinite(out), np.abs(out - ref), np.inf), 0.0)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
-            r = tolerance.ratio(err, budget(qp, kp, w, spec, ref, prepared.dtype, profile))
-            graded.ratio[profile] = finite_max(r)
-            graded.worst_index[profile] = argmax_index(r)
-            graded.mismatch[profile] = over_budget(np.where(mask, r, 0.0)) + ("entries",)
-        return graded
+        return grade_on_mask(graded, out, ref, graded_entries(qp, kp, spec)[None],
+                             lambda profile: budget(qp, kp, w, spec, ref, prepared.dtype, profile), "the bias",
+                             "entries")
 
     def locate(self, case, spec, prepared, index) -> str:
+        if isinstance(index, backward.GradIndex):
+            return backward.locate(spec, index)
         h, i, j = index
         qp, kp = prepared.inputs_f64["q_positions"], prepared.inputs_f64["k_positions"]
         return f"head {h}, query {i} (position {int(qp[i])}), key {j} (position {int(kp[j])})"
@@ -151,6 +148,36 @@ class FireBias(Protocol):
             if _explains(out, model, ref, mask):
                 return [Diagnosis(code, message)]
         return []
+
+    # -- training (--grad): conformance/fire/backward.py ----------------------------------------
+
+    @property
+    def differentiable(self) -> bool:
+        # The parameters live inside the params dict: graded once the runner can make them leaves.
+        return backward.keyed_grad_args()
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {role: (backward.PARAMS_ARG, role) for role in backward.ROLES}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        return (backward.cotangent_tensor(case.id, prepared.inputs_f64, spec, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        return backward.grade(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, prepared.dtype,
+                              prepared.device, grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        dtype = dtype if dtype in tolerance.DTYPES else "float32"
+        return backward.diagnose(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, dtype, graded)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.training import gradcheck_identity
+
+        q, k, params, spec = backward.gradcheck_case()
+        args = (q.to(device), k.to(device), {r: t.to(device) for r, t in params.items()}, spec)
+        return [gradcheck_identity(invoker, args, tuple(self.grad_inputs(None, spec, None).values()), device,
+                                   "fire.bias.gradcheck", "c, L_multiplier, W1 [6, 1], b1, W2 [3, 6], b2 in float64 "
+                                   "at queries 1, 3, 9 (L = 3.5), keys 0..9")]
 
 
 def _explains(out, model, ref, mask) -> bool:

@@ -10,6 +10,9 @@ diagnosis (layout, pair angles, positions, frequencies).
 
 Protocol ``gaussian_rope.score`` (score.py): ``fn(q, k, q_positions, k_positions, spec)`` returns
 the score form K(n - m) q_m^T R_(n-m) k_n [batch, heads, sq, sk].
+
+Both are differentiable: ``--grad`` grades the gradient of x (apply) and of q and k (score)
+against reference.gaussian_rope.backward, with the budgets derived in backward.py.
 """
 
 from conformance.core.family import Family

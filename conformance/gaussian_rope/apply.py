@@ -58,5 +58,34 @@ class GaussianRopeApply(RopeApply):
     def blackbox(self, invoker, dtype, device, probe) -> list:
         return []  # RoPE's checks assume norm preservation; the identities cover the kernel
 
+    # -- training (--grad): conformance/gaussian_rope/backward.py --------------------------------
+    # grad_inputs and cotangents are RoPE's (x, a cotangent like x); the reference VJP and the
+    # budget carry K(m).
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.gaussian_rope.backward import grade_apply
+        from conformance.rope.backward import cotangent_f64
+
+        return {"x": grade_apply(self, spec, prepared, cotangent_f64(cotangents[0], spec), grads.get("x"))}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.gaussian_rope.backward import diagnose_apply
+        from conformance.rope.backward import cotangent_f64
+
+        if "x" not in graded:
+            return []
+        return diagnose_apply(self, spec, dtype, cotangent_f64(cotangents[0], spec),
+                              prepared.inputs_f64["positions"], graded["x"].output_f64)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.gaussian_rope.backward import apply_gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
+        x, positions, spec = apply_gradcheck_case(layout)
+        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
+                                   f"{self.name}.gradcheck", f"x [1, 4, 1, 8] float64 at positions 0, 1, 7, 30 "
+                                   f"({layout} layout, rotary_dim 6)")]
+
 
 PROTOCOL = GaussianRopeApply()

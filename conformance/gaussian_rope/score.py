@@ -104,6 +104,11 @@ class GaussianRopeScore(Protocol):
         return kern[:, None] * (rotation + dot) + u * amp_err[:, None] * np.abs(plain) + floor
 
     def locate(self, case, spec, prepared, index) -> str:
+        if len(index) == 5:  # an element of q's or k's gradient (--grad): [which, b, s, h, d]
+            which, b, s, h, d = (int(v) for v in index)
+            role, pos = (("query", "q_positions"), ("key", "k_positions"))[which]
+            return (f"gradient of the {role}, batch row {b}, position {int(prepared.inputs_f64[pos][b, s])} "
+                    f"(token {s}), head {h}, dim {d}")
         b, h, i, j = index
         m = int(prepared.inputs_f64["q_positions"][b, i])
         n = int(prepared.inputs_f64["k_positions"][b, j])
@@ -132,6 +137,45 @@ class GaussianRopeScore(Protocol):
             if fit <= 1e-2 and np.linalg.norm(out - model) <= 0.1 * base:
                 return [Diagnosis("kernel-mismatch", message)]
         return []
+
+    # -- training (--grad): conformance/gaussian_rope/backward.py --------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"q": 0, "k": 1}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.gaussian_rope.backward import score_cotangent
+
+        return (score_cotangent(case.id, prepared),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.gaussian_rope.backward import grade_score
+
+        return grade_score(spec, prepared, _f64(cotangents[0]), grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.gaussian_rope.backward import diagnose_score
+
+        return diagnose_score(spec, prepared, _f64(cotangents[0]), graded)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.gaussian_rope.backward import score_gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        q, k, qp, kp, spec = score_gradcheck_case("half")
+        return [gradcheck_identity(invoker, (q.to(device), k.to(device), qp.to(device), kp.to(device), spec),
+                                   (0, 1), device, f"{self.name}.gradcheck",
+                                   "q [1, 3, 1, 8] and k [1, 4, 1, 8] float64 at positions 0, 5, 9 and 0, 3, 7, 12 "
+                                   "(half layout, rotary_dim 6)")]
+
+
+def _f64(t) -> np.ndarray:
+    """A cotangent tensor as the backward received it, float64 numpy."""
+    import torch
+
+    return t.detach().to("cpu", torch.float64).numpy()
 
 
 PROTOCOL = GaussianRopeScore()

@@ -25,8 +25,7 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget)
+from conformance.core.tensors import adapter_inputs, check_tensor, grade_on_mask
 from conformance.kerple.spec import spec_of
 from conformance.results import Diagnosis
 from reference import kerple
@@ -85,19 +84,8 @@ class KerpleBias(Protocol):
         if out is None:
             return graded
         ref = reference(qp, kp, spec)
-        mask = graded_entries(qp, kp, spec)[None]
-        bad = nonfinite_problem(np.where(mask, out, ref), ref, "the bias")
-        if bad is not None:
-            graded.problems.append(bad)
-        with np.errstate(invalid="ignore"):
-            err = np.where(mask, np.where(np.isfinite(out), np.abs(out - ref), np.inf), 0.0)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
-            r = tolerance.ratio(err, budget(qp, kp, spec, ref, dtype, profile))
-            graded.ratio[profile] = finite_max(r)
-            graded.worst_index[profile] = argmax_index(r)
-            graded.mismatch[profile] = over_budget(np.where(mask, r, 0.0)) + ("entries",)
-        return graded
+        return grade_on_mask(graded, out, ref, graded_entries(qp, kp, spec)[None],
+                             lambda profile: budget(qp, kp, spec, ref, dtype, profile), "the bias", "entries")
 
     def locate(self, case, spec, prepared, index) -> str:
         h, i, j = index

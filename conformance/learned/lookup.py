@@ -111,6 +111,8 @@ class LearnedLookup(Protocol):
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
+        if len(index) == 2:  # an element of the table's gradient (--grad)
+            return f"table row {int(index[0])}, feature {int(index[1])}"
         b, s, d = index
         position = int(prepared.inputs_f64["positions"][b, s])
         return f"batch row {b}, position {position} (token {s}), feature {d}"
@@ -128,6 +130,38 @@ class LearnedLookup(Protocol):
         from conformance.learned import blackbox
 
         return blackbox.lookup_checks(invoker, self.name, dtype, device)
+
+    # -- training (--grad): conformance/learned/backward.py ---------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        # A wall case's right answer is an exception: there is no output to differentiate.
+        return {} if case.params.get("must_raise") else {"x": 0, "table": 2}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.learned import backward
+
+        return (backward.cotangent(case.id, prepared),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.learned import backward
+
+        return backward.grade(spec, prepared, cotangents, grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.learned import backward
+
+        return backward.diagnose(spec, prepared, cotangents, graded, dtype)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.learned.backward import gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        x, positions, table, spec = gradcheck_case()
+        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), table.to(device), spec), (0, 2),
+                                   device, f"{self.name}.gradcheck", "x [1, 4, 3] and table [8, 3] float64 at "
+                                   "positions 0, 2, 2, 5 (row 2 read twice)")]
 
 
 PROTOCOL = LearnedLookup()

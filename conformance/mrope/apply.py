@@ -2,7 +2,8 @@
 
 Graded per pair (the larger error of its two elements) against reference.mrope applied to the
 dtype-rounded x, with RoPE's rotation budget (conformance.rope.budgets) at |p_s(i) theta_i|, the
-pair's own stream position; the tail past rotary_dim must pass through.
+pair's own stream position; the tail past rotary_dim must pass through. With --grad the gradient
+of x is graded against the float64 reference backward R^T g (conformance/mrope/backward.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,29 @@ def reference(x, positions, spec, **changes):
               layout=spec.layout, backend="numpy")
     kw.update(changes)
     return mrope.apply(x, positions, **kw)
+
+
+def score(graded: Graded, profile: str, spec, dtype: str, x, pos, err) -> None:
+    """Fill graded's ratio, worst index, mismatch and curve for one profile: err [b, s, h, d] against
+    the rotation budget of the pairs of x at |p_s(i) theta_i| and the passthrough budget of x's tail.
+    (The backward grades its gradient with the cotangent as x: conformance.mrope.backward.)"""
+    r = spec.rotary_dim
+    first, second = rope.pair_indices(r, spec.layout)
+    which = mrope.streams(r, spec.mrope_section, spec.variant)
+    theta = rope.inv_freq(r, spec.base)
+    phi = np.abs(pos[which, :, :].transpose(1, 2, 0).astype(np.float64)) * theta  # [b, s, r/2]
+    mag = np.abs(x[..., first]) + np.abs(x[..., second])
+    pair_err = np.maximum(err[..., first], err[..., second])
+    budget = budgets.rotation_budget(mag, phi[:, :, None, :], r, spec.base, dtype, profile)
+    pr = tolerance.ratio(pair_err, budget)
+    tr = tolerance.ratio(err[..., r:], tolerance.passthrough_budget(x[..., r:], dtype, profile))
+    both = np.concatenate([pr, tr], axis=-1)
+    graded.ratio[profile] = finite_max(both)
+    idx = argmax_index(both)
+    idx[-1] = int(first[idx[-1]]) if idx[-1] < r // 2 else r + idx[-1] - r // 2
+    graded.worst_index[profile] = idx
+    graded.mismatch[profile] = over_budget(pr, tr) + ("pairs and pass-through values" if tr.size else "pairs",)
+    graded.curve[profile] = per_position_curve(pos[0], token_max(err), token_max(budget), ratio_max(both))
 
 
 class MropeApply(Protocol):
@@ -51,24 +75,8 @@ class MropeApply(Protocol):
             graded.problems.append(bad)
         err = abs_error(out, ref)
         graded.max_abs_error = finite_max(err)
-        r = spec.rotary_dim
-        first, second = rope.pair_indices(r, spec.layout)
-        which = mrope.streams(r, spec.mrope_section, spec.variant)
-        theta = rope.inv_freq(r, spec.base)
-        phi = np.abs(pos[which, :, :].transpose(1, 2, 0).astype(np.float64)) * theta  # [b, s, r/2]
-        mag = np.abs(x[..., first]) + np.abs(x[..., second])
-        pair_err = np.maximum(err[..., first], err[..., second])
         for profile in tolerance.PROFILES:
-            budget = budgets.rotation_budget(mag, phi[:, :, None, :], r, spec.base, prepared.dtype, profile)
-            pr = tolerance.ratio(pair_err, budget)
-            tr = tolerance.ratio(err[..., r:], tolerance.passthrough_budget(x[..., r:], prepared.dtype, profile))
-            both = np.concatenate([pr, tr], axis=-1)
-            graded.ratio[profile] = finite_max(both)
-            idx = argmax_index(both)
-            idx[-1] = int(first[idx[-1]]) if idx[-1] < r // 2 else r + idx[-1] - r // 2
-            graded.worst_index[profile] = idx
-            graded.mismatch[profile] = over_budget(pr, tr) + ("pairs and pass-through values" if tr.size else "pairs",)
-            graded.curve[profile] = per_position_curve(pos[0], token_max(err), token_max(budget), ratio_max(both))
+            score(graded, profile, spec, prepared.dtype, x, pos, err)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
@@ -80,6 +88,42 @@ class MropeApply(Protocol):
         from conformance.mrope import diagnosis
 
         return diagnosis.diagnose(spec, prepared, graded, dtype)
+
+    # -- training (--grad): conformance/mrope/backward.py -----------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"x": 0}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope.backward import plain_cotangent
+
+        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.mrope.backward import grade_gradient
+        from conformance.rope.backward import as_f64
+
+        return {"x": grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.mrope.backward import diagnose_gradient
+        from conformance.rope.backward import as_f64
+
+        if "x" not in graded:
+            return []
+        return diagnose_gradient(spec, dtype, as_f64(cotangents[0]), prepared.inputs_f64["positions"],
+                                 graded["x"].output_f64)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.mrope.backward import gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        x, positions, spec = gradcheck_case()
+        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
+                                   "mrope.apply.gradcheck", "x [1, 4, 1, 8] float64, Qwen2-VL sections (1, 1, 1) "
+                                   "over rotary_dim 6, t positions 0, 1, 7, 1000")]
 
 
 PROTOCOL = MropeApply()

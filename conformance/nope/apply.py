@@ -2,7 +2,8 @@
 
 x [batch, seq, heads, head_dim] in the dtype under test, positions int64 [batch, seq]. Graded
 exactly: every element must equal the input (NaN for NaN); the identity map has no rounding, so
-there is no budget to spend. Returning x itself or a copy both pass.
+there is no budget to spend. Returning x itself or a copy both pass. With --grad the gradient of x
+must be the cotangent itself, exactly (conformance/nope/backward.py).
 """
 
 from __future__ import annotations
@@ -73,6 +74,40 @@ class NopeApply(Protocol):
                 return [Diagnosis("nope-rope-applied", f"every {layout}-layout pair keeps its length but turns: "
                                   "RoPE applied in a layer that takes no positional encoding")]
         return []
+
+    # -- training (--grad): conformance/nope/backward.py ------------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"x": 0}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope.backward import plain_cotangent
+
+        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.nope.backward import grade_gradient
+        from conformance.rope.backward import as_f64
+
+        return {"x": grade_gradient(prepared, as_f64(cotangents[0]), grads.get("x"))}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.nope.backward import diagnose_gradient
+        from conformance.rope.backward import as_f64
+
+        if "x" not in graded:
+            return []
+        return diagnose_gradient(dtype, as_f64(cotangents[0]), graded["x"].output_f64)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.nope.backward import gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        x, positions, spec = gradcheck_case()
+        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
+                                   "nope.apply.gradcheck", "x [1, 4, 1, 8] float64 at positions 0, 1, 7, 1000")]
 
 
 PROTOCOL = NopeApply()

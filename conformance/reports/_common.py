@@ -37,6 +37,9 @@ def summary_line(report, *, digest_chars: Optional[int] = 16) -> str:
     ids = counts.get("identity_failures", 0)
     if ids:
         parts.append(f"{ids} identit{'y' if ids == 1 else 'ies'} failed")
+    training = training_words(report)
+    if training:
+        parts[-1] += f"; {training}"
     return (
         f"posref {report.suite_version} {report.protocol}: {', '.join(parts)} "
         f"(vectors {short_digest(report.vectors_digest, digest_chars)})"
@@ -86,12 +89,18 @@ def messages(diagnoses) -> list:
 
 
 def case_reason(case) -> str:
-    """One short reason for a case's verdict: its first diagnosis message, else the ratio."""
+    """One short reason for a case's verdict: its first diagnosis message, else the ratio (the
+    gradient's, when only the gradient fails)."""
     msgs = messages(case.diagnoses)
     if msgs:
         return "; ".join(msgs[:2]) + (f"; +{len(msgs) - 2} more" if len(msgs) > 2 else "")
     if case.verdict in ("skip", "error") and case.notes:
         return str(case.notes[0])
+    role = worst_grad_role(case)
+    if role is not None and _grad(case).get("verdict") in ("fail", "error") and \
+            not (case.budget_ratio is not None and case.budget_ratio > 1):
+        entry = _grad(case)["inputs"][role]
+        return f"gradient of {role} {entry.get('verdict')}, budget ratio {fmt_float(entry.get('budget_ratio'))}"
     if case.budget_ratio is not None:
         return f"budget ratio {fmt_float(case.budget_ratio)}"
     return case.verdict
@@ -99,18 +108,149 @@ def case_reason(case) -> str:
 
 def failure_details(case) -> list:
     """Where a failing case fails, one line each: the mismatch count (as assert_close prints it),
-    the worst element in the family's words with its error, the first failing position."""
+    the worst element in the family's words with its error, the first failing position; then,
+    under --grad, the same for each failing gradient (``grad_details``) and, under --autocast,
+    the dtype the output arrived in (``output_dtype_note``)."""
     lines = []
+    # Beside a gradient's lines the output's say whose they are; without --grad they are as ever.
+    of = "output " if _grad(case) else ""
     if case.mismatch:
         m = case.mismatch
-        share = f" ({100.0 * m['count'] / m['total']:.1f}%)" if m["total"] else ""
-        lines.append(f"mismatched: {m['count']} of {m['total']} {m['unit']}{share}")
+        lines.append(f"{of}mismatched: {_mismatch(m)}")
     if case.worst_location:
         err = f" (|error| {fmt_float(case.max_abs_error)})" if case.max_abs_error is not None else ""
-        lines.append(f"worst: {case.worst_location}{err}")
+        lines.append(f"{of}worst: {case.worst_location}{err}")
     if case.first_failing_position is not None:
-        lines.append(f"first failing position: {case.first_failing_position}")
+        lines.append(f"{of}first failing position: {case.first_failing_position}")
+    note = output_dtype_note(case)
+    if note:
+        lines.append(note)
+    lines += grad_details(case)
     return lines
+
+
+def _mismatch(m: dict) -> str:
+    share = f" ({100.0 * m['count'] / m['total']:.1f}%)" if m["total"] else ""
+    return f"{m['count']} of {m['total']} {m['unit']}{share}"
+
+
+# --------------------------------------------------------------------------------------------
+# Training runs (--grad, --autocast): CaseResult.grad and CaseResult.output_dtype.
+# Every helper below returns nothing for a case graded without them, so the reports of ordinary
+# runs stay as they were.
+
+
+def _grad(case) -> dict:
+    grad = getattr(case, "grad", None)
+    return grad if isinstance(grad, dict) else {}
+
+
+def autocast_dtype(case):
+    """The dtype --autocast ran the case under (read from the runner's note
+    "autocast bfloat16: the output arrived in ..."), or None."""
+    for note in getattr(case, "notes", None) or ():
+        text = str(note)
+        if text.startswith("autocast ") and ": the output arrived in" in text:
+            return text[len("autocast "):].split(":", 1)[0]
+    return None
+
+
+def graded_gradients(report) -> bool:
+    """Whether any case's gradient was graded (--grad)."""
+    return any(_grad(c) for c in report.cases)
+
+
+def training_words(report) -> str:
+    """"gradients graded (--grad)", "autocast bfloat16", both joined by ", ", or "" (from the
+    run's options, report.training, or from the cases of a report that lacks them)."""
+    training = getattr(report, "training", None)
+    if training:
+        grad, casts = training.get("grad"), [training["autocast"]] if training.get("autocast") else []
+    else:
+        grad = graded_gradients(report)
+        casts = sorted({d for d in (autocast_dtype(c) for c in report.cases) if d})
+    words = ["gradients graded (--grad)"] if grad else []
+    if casts:
+        words.append("autocast " + ", ".join(casts))
+    return ", ".join(words)
+
+
+def worst_grad_role(case):
+    """The input whose gradient is worst (the largest error / budget; an error first), or None."""
+    inputs = _grad(case).get("inputs") or {}
+    if not inputs:
+        return None
+    rank = {"error": 3, "fail": 2, "acceptable": 1, "pass": 0}
+
+    def key(role):
+        e = inputs[role]
+        r = e.get("budget_ratio")
+        return (rank.get(e.get("verdict"), 0), -1.0 if r is None else float(r))
+
+    return max(inputs, key=key)
+
+
+def grad_summary(case) -> str:
+    """"gradient fail, error/budget 3.02e+06 (worst: x)", or "" for a case without a graded
+    gradient. A gradient that could not be graded says why ("gradient fail: the output does not
+    require grad ...")."""
+    grad = _grad(case)
+    if not grad:
+        return ""
+    text = f"gradient {grad.get('verdict', '?')}"
+    if grad.get("budget_ratio") is not None:
+        text += f", error/budget {fmt_float(grad['budget_ratio'])}"
+    inputs = grad.get("inputs") or {}
+    if len(inputs) > 1:
+        text += f" (worst: {worst_grad_role(case)})"
+    if grad.get("problem"):
+        text += f": {grad['problem']}"
+    return text
+
+
+def grad_details(case) -> list:
+    """Where each failing gradient fails, worst input first, one line each in the words of
+    ``failure_details``: "gradient of x: fail, error/budget 3.02e+06", "gradient of x mismatched:
+    896 of 1024 pairs (87.5%)", "gradient of x worst: batch row 0, ... (|error| 3.88)"."""
+    grad = _grad(case)
+    if not grad or grad.get("verdict") not in ("fail", "error"):
+        return []
+    inputs = grad.get("inputs") or {}
+    if not inputs:
+        return [grad_summary(case)]
+    worst = worst_grad_role(case)
+    order = [worst] + [r for r in inputs if r != worst]
+    lines = []
+    for role in order:
+        e = inputs[role]
+        if e.get("verdict") not in ("fail", "error"):
+            continue
+        head = f"gradient of {role}: {e.get('verdict')}"
+        if e.get("budget_ratio") is not None:
+            head += f", error/budget {fmt_float(e['budget_ratio'])}"
+        lines.append(head)
+        if e.get("mismatch"):
+            lines.append(f"gradient of {role} mismatched: {_mismatch(e['mismatch'])}")
+        if e.get("worst_location"):
+            err = f" (|error| {fmt_float(e['max_abs_error'])})" if e.get("max_abs_error") is not None else ""
+            lines.append(f"gradient of {role} worst: {e['worst_location']}{err}")
+    return lines
+
+
+def output_dtype_note(case) -> str:
+    """"output arrived in bfloat16 (inputs float32, autocast bfloat16)" when a training run's output
+    dtype differs from the case's dtype; "" otherwise (and always for ordinary runs)."""
+    out = getattr(case, "output_dtype", None)
+    cast = autocast_dtype(case)
+    if not out or out == case.dtype or not (cast or _grad(case)):
+        return ""
+    return f"output arrived in {out} (inputs {case.dtype}" + (f", autocast {cast})" if cast else ")")
+
+
+def case_ratio(case):
+    """The case's worse error / budget, forward or gradient (the forward's without --grad)."""
+    ratios = [r for r in (case.budget_ratio, _grad(case).get("budget_ratio")) if r is not None]
+    return max(ratios, key=float) if ratios else None
 
 
 def citation(report, case) -> str:
@@ -168,3 +308,34 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def grad_overview(report) -> str:
+    """"gradients (--grad): 10 graded: 2 passed, 8 acceptable; worst error/budget 0.436", or ""
+    when no gradient was graded."""
+    graded = [c for c in report.cases if _grad(c)]
+    if not graded:
+        return ""
+    counts: dict = {}
+    for c in graded:
+        v = _grad(c).get("verdict", "?")
+        counts[v] = counts.get(v, 0) + 1
+    words = dict(_COUNT_WORDS)
+    parts = [f"{counts[v]} {words.get(v, v)}{'s' if v == 'error' and counts[v] != 1 else ''}"
+             for v in ("pass", "acceptable", "fail", "error") if counts.get(v)]
+    ratios = [_grad(c)["budget_ratio"] for c in graded if _grad(c).get("budget_ratio") is not None]
+    worst = f"; worst error/budget {fmt_float(max(ratios))}" if ratios else ""
+    return f"gradients (--grad): {len(graded)} graded: {', '.join(parts)}{worst}"
+
+
+def autocast_overview(report) -> list:
+    """One line per (autocast, input dtype, output dtype): "autocast bfloat16: 10 outputs arrived
+    in bfloat16 (inputs float32)"; [] without --autocast."""
+    groups: dict = {}
+    for c in report.cases:
+        cast = autocast_dtype(c)
+        if cast and c.output_dtype:
+            key = (cast, c.dtype, c.output_dtype)
+            groups[key] = groups.get(key, 0) + 1
+    return [f"autocast {cast}: {n} output{'s' if n != 1 else ''} arrived in {out} (inputs {dt})"
+            for (cast, dt, out), n in groups.items()]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from conformance.reports._common import codes, fmt_float, messages
+from conformance.reports._common import case_ratio, codes, fmt_float, messages
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|'[^'\s]{1,40}'")
 
@@ -33,8 +33,9 @@ class Cause:
         return sorted({c.dtype for c in self.cases})
 
     def ratio_range(self) -> str:
-        """"1.3 to 5.2e+05" (or one number), over the cases that have a ratio."""
-        values = [c.budget_ratio for c in self.cases if c.budget_ratio is not None]
+        """"1.3 to 5.2e+05" (or one number), over the cases that have a ratio (under --grad the
+        worse of the output's and the gradient's)."""
+        values = [case_ratio(c) for c in self.cases if case_ratio(c) is not None]
         return _range([float(v) for v in values]) if values else ""
 
 
@@ -97,7 +98,7 @@ def failure_causes(cases, meanings: dict) -> list:
         groups.setdefault(key, []).append(c)
     out = []
     for (verdict, key), members in groups.items():
-        members.sort(key=lambda c: -(c.budget_ratio if c.budget_ratio is not None else float("inf")))
+        members.sort(key=lambda c: -(case_ratio(c) if case_ratio(c) is not None else float("inf")))
         meaning = "; ".join(meanings.get(k, "") for k in key if meanings.get(k)) or (
             "the output is over its error budget, and no known mistake explains it"
             if key == ("over-budget",) else "")

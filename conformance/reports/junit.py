@@ -10,7 +10,9 @@
           <skipped message=...>                            for skip (and an expected failure)
         <testcase classname="<protocol>.identities" name="<identity id>[<dtype>]">  black-box checks
 
-"acceptable" cases pass (their notes go to <system-out>).
+"acceptable" cases pass (their notes go to <system-out>). Under --grad every case says its
+gradient's verdict and error / budget (a failing gradient also its input, mismatch and worst
+element), in <failure> or <system-out>, and the property posref.grad counts the gradients.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from conformance.reports._common import case_reason, citation, codes, failure_details, fmt_float, \
-    messages, summary_line, write_text_atomic
+    grad_overview, grad_summary, messages, output_dtype_note, summary_line, write_text_atomic
 
 # Characters XML 1.0 cannot carry at all (not even escaped); exception messages may hold them.
 _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -37,6 +39,8 @@ def _case_details(report, case) -> str:
     lines = [citation(report, case)]
     lines.append(f"max abs error {fmt_float(case.max_abs_error)}, error / budget "
                  f"{fmt_float(case.budget_ratio)}, worst index {case.worst_index}")
+    if grad_summary(case):  # --grad: the gradient's verdict and error / budget
+        lines.append(grad_summary(case))
     for code, msg in zip(codes(case.diagnoses), messages(case.diagnoses)):
         lines.append(f"{code}: {msg}")
     lines += failure_details(case)
@@ -73,6 +77,8 @@ def build(report) -> ET.Element:
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
         fields.append((f"environment.{key}", "" if value is None else value))
+    if grad_overview(report):
+        fields.append(("posref.grad", grad_overview(report)))
     for name, value in fields:
         _sub(props, "property", name=name, value=value)
 
@@ -100,7 +106,7 @@ def build(report) -> ET.Element:
         elif case.verdict == "skip":
             n_skip += 1
             _sub(tc, "skipped", message=case_reason(case))
-        elif case.verdict == "acceptable" or case.notes:
+        elif case.verdict == "acceptable" or case.notes or case.grad or output_dtype_note(case):
             out = _sub(tc, "system-out")
             out.text = _clean(_case_details(report, case))
 

@@ -4,14 +4,17 @@ It cites what makes the verdict reproducible (suite version, the full vectors di
 environment), the counts, a table of failing cases and identities with their diagnoses, a block of
 citable ids (one per failing case, e.g. "posref 0.1.0 rope.apply/llama2-d128/decode-4095
 [bfloat16]": the table already says why), and the command that reproduces the first failure.
+A run with --grad adds the gradients' counts, a "gradient" column (verdict, error / budget, worst
+input) and a table of the failing gradients (input, mismatch, worst element); under --autocast the
+dtype the output arrived in is shown where it differs from the input dtype.
 """
 
 from __future__ import annotations
 
 import re
 
-from conformance.reports._common import case_reason, codes, fmt_float, messages, summary_line, \
-    write_text_atomic
+from conformance.reports._common import autocast_overview, case_reason, codes, fmt_float, grad_overview, \
+    graded_gradients, messages, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 
@@ -69,6 +72,10 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out.append(_row(*(summary[k] for k in ("pass", "acceptable", "fail", "error", "xfail", "skip",
                                            "identity_failures"))))
     out.append("")
+    grads = graded_gradients(report)
+    training = ([grad_overview(report)] if grads else []) + autocast_overview(report)
+    if training:
+        out += [f"- {_cell(line)}" for line in training] + [""]
     if report.baseline:
         base = report.baseline
         out.append(f"Expected failures: {base['expected']} case(s) listed in {_code(base['file'])} failed "
@@ -79,12 +86,18 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
 
     if bad_cases:
         out += [f"### Failing cases ({len(bad_cases)})", ""]
-        out += ["| case | dtype | verdict | error / budget | max abs error | diagnoses |",
-                "|---|---|---|---:|---:|---|"]
+        if grads:  # one more column: the gradient's verdict and error / budget
+            out += ["| case | dtype | verdict | error / budget | gradient | max abs error | diagnoses |",
+                    "|---|---|---|---:|---|---:|---|"]
+        else:
+            out += ["| case | dtype | verdict | error / budget | max abs error | diagnoses |",
+                    "|---|---|---|---:|---:|---|"]
         for c in bad_cases[:max_rows]:
             diag = "; ".join(f"{code}: {msg}" for code, msg in zip(codes(c.diagnoses),
                                                                    messages(c.diagnoses)))
-            out.append(_row(_code(c.id), c.dtype, c.verdict, fmt_float(c.budget_ratio),
+            dtype = c.dtype + (f" ({output_dtype_note(c)})" if output_dtype_note(c) else "")
+            extra = (_grad_cell(c),) if grads else ()
+            out.append(_row(_code(c.id), dtype, c.verdict, fmt_float(c.budget_ratio), *extra,
                             fmt_float(c.max_abs_error), diag or "-"))
         if len(bad_cases) > max_rows:
             out.append("")
@@ -92,7 +105,20 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
         out.append("")
     else:
         graded = sum(summary[k] for k in ("pass", "acceptable"))
-        out += [f"All {graded} graded cases are within their error budgets.", ""]
+        both = " (outputs and gradients)" if grads else ""
+        out += [f"All {graded} graded cases are within their error budgets{both}.", ""]
+
+    bad_grads = [c for c in bad_cases if (c.grad or {}).get("verdict") in ("fail", "error")]
+    if bad_grads:
+        out += [f"### Failing gradients ({len(bad_grads)})", ""]
+        out += ["| case | dtype | input | verdict | error / budget | max abs error | mismatched | worst at |",
+                "|---|---|---|---|---:|---:|---|---|"]
+        for c in bad_grads[:max_rows]:
+            out += _grad_rows(c)
+        if len(bad_grads) > max_rows:
+            out.append("")
+            out.append(f"…and {len(bad_grads) - max_rows} more (see the JSON report).")
+        out.append("")
 
     if bad_ids:
         out += [f"### Failing black-box identities ({len(bad_ids)})", ""]
@@ -121,6 +147,38 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
             out.append(f"- …and {len(skipped) - max_rows} more")
         out += ["", "</details>", ""]
     return "\n".join(out)
+
+
+def _grad_cell(case) -> str:
+    """"fail, 3.02e+06 (x)": the gradient's verdict, error / budget and worst input; "-" without."""
+    grad = case.grad or {}
+    if not grad:
+        return "-"
+    text = str(grad.get("verdict", "?"))
+    if grad.get("budget_ratio") is not None:
+        text += f", {fmt_float(grad['budget_ratio'])}"
+    role = worst_grad_role(case)
+    return text + (f" ({role})" if role is not None else "")
+
+
+def _grad_rows(case) -> list:
+    """Rows of the failing-gradient table: each failing input, worst first."""
+    grad = case.grad or {}
+    inputs = grad.get("inputs") or {}
+    if not inputs:
+        return [_row(_code(case.id), case.dtype, "-", grad.get("verdict", "?"), "-", "-", "-",
+                     grad.get("problem") or "-")]
+    worst = worst_grad_role(case)
+    rows = []
+    for role in [worst] + [r for r in inputs if r != worst]:
+        e = inputs[role]
+        if e.get("verdict") not in ("fail", "error"):
+            continue
+        m = e.get("mismatch")
+        mismatched = f"{m['count']} of {m['total']} {m['unit']}" if m else "-"
+        rows.append(_row(_code(case.id), case.dtype, role, e.get("verdict"), fmt_float(e.get("budget_ratio")),
+                         fmt_float(e.get("max_abs_error")), mismatched, e.get("worst_location") or "-"))
+    return rows
 
 
 def write(report, path) -> None:

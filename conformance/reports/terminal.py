@@ -2,7 +2,9 @@
 first: the summary line, the causes of the failures grouped by diagnosis code (numbers as ranges),
 each skip reason and the acceptable results once with their counts, the black-box identities, then
 the failing cases with the place they fail and the command that repeats them, and the summary line
-again. ``-v`` lists every case, ``-q`` prints the summary line only.
+again. ``-v`` lists every case, ``-q`` prints the summary line only. Under --grad each case line
+carries the gradient's verdict and error / budget, and a failing gradient's input, mismatch and
+worst element follow the output's; under --autocast the dtype the output arrived in.
 
 There are no tables: every line is wrapped to the console's width with a hanging indent (shell
 commands with a trailing backslash), so nothing is dropped at 80 columns. When stdout is not a
@@ -15,7 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
-from conformance.reports._common import case_reason, codes, failure_details, fmt_float, summary_line
+from conformance.reports._common import autocast_overview, case_reason, codes, failure_details, fmt_float, \
+    grad_overview, grad_summary, output_dtype_note, summary_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -154,6 +157,8 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
         out.add(f"why: {report.probe['reason']}", indent=4)
     for note in report.notes:
         out.add(f"note: {note}", indent=2)
+    for line in ([grad_overview(report)] if grad_overview(report) else []) + autocast_overview(report):
+        out.add(line, indent=2)
 
     unexpected = [c for c in report.cases if not c.expected_failure]
     causes = failure_causes(unexpected, registry.codes())
@@ -244,6 +249,11 @@ def _cause(out, cause) -> None:
 
 def _case(out, c, *, detail: bool) -> None:
     ratio = "" if c.budget_ratio is None else f"  error/budget {fmt_float(c.budget_ratio)}"
+    # Under --grad / --autocast: the gradient's verdict and ratio, the dtype the output came in.
+    grad = grad_summary(c)
+    ratio += f"; {grad}" if grad else ""
+    dtype_note = "" if detail else output_dtype_note(c)
+    ratio += f"; {dtype_note}" if dtype_note else ""
     label = "XFAIL" if c.expected_failure else c.verdict.upper()
     out.add(f"{label} {c.id} [{c.dtype}]{ratio}", indent=2,
             style=VERDICT_STYLES.get(c.verdict, ""))

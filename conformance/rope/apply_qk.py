@@ -11,9 +11,16 @@ Output dict: Graded.output_f64 is {"q": ..., "k": ...} (float64, [batch, seq, he
 frame). Diagnosis: k returned unrotated (k_rot == k) while q is right is ``k-unrotated``; otherwise each
 tensor is diagnosed as a rope.apply output (conformance.rope.diagnosis) and the message says
 which one. Worst-element indices are [tensor (0 = q, 1 = k), batch, seq, head, dim].
+
+With --grad the gradients of q and k (cotangents g_q, g_k: two streams of the case) are each graded
+as rope.apply grades x's (conformance/rope/backward.py, qk_*: f R_{-m} g against the forward's
+per-pair budget with g for x); an in-place case grades its forward only. Under --autocast each of
+q_rot and k_rot is graded with the budget of the dtype the output arrived in.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -70,7 +77,8 @@ class RopeApplyQk(Protocol):
                                               "(q_rot, k_rot) pair")])
         graded = {}
         for i, role in enumerate(ROLES):
-            sub = parts[role]
+            # The case's dtype, not the part's: under --autocast it is the dtype the output arrived in.
+            sub = dataclasses.replace(parts[role], dtype=prepared.dtype)
             sub.watched = {}  # mutation is checked once below, by name
             g = self._one.grade(case, spec, sub, value[i])
             for d in g.problems:
@@ -131,6 +139,47 @@ class RopeApplyQk(Protocol):
 
     def repro_call(self) -> str:
         return "fn(*args)"
+
+    # -- training (--grad): q and k each graded as rope.apply's x (conformance/rope/backward.py) ----
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        # An in-place kernel writes into q and k: autograd refuses that on leaves, so only its forward is graded.
+        return {} if spec.inplace else {"q": 0, "k": 1}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope import backward
+
+        return backward.qk_cotangents(case, spec, prepared)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.rope import backward
+
+        graded = backward.qk_grade_backward(self._one, case, spec, prepared, cotangents, grads)
+        # Worst-element indices in this protocol's frame, [tensor (0 = q, 1 = k), batch, seq, head, dim].
+        for i, role in enumerate(ROLES):
+            g = graded.get(role)
+            if g is not None:
+                g.worst_index = {p: None if idx is None else [i] + list(idx) for p, idx in g.worst_index.items()}
+        return graded
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.rope import backward
+
+        return backward.qk_diagnose_backward(self._one, case, spec, prepared, cotangents, grads, graded, dtype)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.rope.backward import gradcheck_case
+        from conformance.training import gradcheck_identity
+
+        layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
+        q, positions, spec = gradcheck_case(layout)
+        k = q.flip(1).contiguous()  # its own values: the tokens in reverse order
+        return [gradcheck_identity(invoker, (q.to(device), k.to(device), positions.to(device), spec), (0, 1),
+                                   device, "rope.apply_qk.gradcheck",
+                                   f"q and k [1, 4, 1, 8] float64 at positions 0, 1, 7, 1000 ({layout} layout, "
+                                   "rotary_dim 6)")]
 
 
 PROTOCOL = RopeApplyQk()

@@ -200,3 +200,57 @@ def qk_diagnose_backward(one, case, spec, prepared, cotangents, grads, graded, d
             found += diagnose_gradient(one, spec, dtype, cotangent_f64(cotangents[i], spec),
                                        prepared.inputs_f64["positions"], graded[role].output_f64, role)
     return found
+
+
+# ------------------------------------------------------------------------------------------
+# Family-free pieces of a rotation's backward grading (mrope, rope2d, nope use them).
+
+
+def plain_cotangent(case_id: str, shape, dtype: str, device: str):
+    """The case's cotangent (conformance.training.cotangent) as a tensor in the dtype under test,
+    for an output shaped like its input (no tensor layouts)."""
+    import torch
+
+    from conformance.core.tensors import torch_dtype
+    from conformance.training import cotangent
+
+    return torch.from_numpy(cotangent(case_id, shape, dtype)).to(dtype=torch_dtype(dtype)).to(device)
+
+
+def as_f64(tensor) -> np.ndarray:
+    """A cotangent tensor as the backward received it, float64 numpy."""
+    import torch
+
+    return tensor.detach().to("cpu", torch.float64).numpy()
+
+
+def missing_gradient(role: str) -> Graded:
+    """The Graded of an input autograd returned no gradient for (None)."""
+    return Graded(problems=[Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned None: "
+                                      "the output does not depend on it through autograd)")])
+
+
+def explain_gradient(ratio_of, got, ref, cands, role: str) -> list:
+    """Diagnoses of a failing gradient ``got`` (float64) whose right value is ``ref``.
+
+    cands: [(code, message, float64 wrong gradient, budget key)]; ratio_of(candidate, key) is the
+    budget ratio of |got - candidate| with the gradient's own budget (key: what that budget needs,
+    e.g. the spec of the candidate's pair layout). A candidate within budget names its code (first
+    of each code); without one, the least-squares c of got ~ c ref, when c ref is within budget,
+    is backward-scale."""
+    if not np.any(got) and np.any(ref):
+        return [Diagnosis("backward-missing", f"{role}: the gradient is zero everywhere: nothing flows back")]
+    found, seen = [], set()
+    for code, message, cand, key in cands:
+        if code in seen or not np.all(np.isfinite(cand)):
+            continue
+        if ratio_of(cand, key) <= 1.0:
+            found.append(Diagnosis(code, f"{role}: {message}"))
+            seen.add(code)
+    if not found:
+        den = float(np.vdot(ref, ref))
+        if den > 0.0 and np.all(np.isfinite(got)):
+            c = float(np.vdot(got, ref)) / den
+            if abs(c - 1.0) > 1e-3 and ratio_of(c * ref, None) <= 1.0:
+                found.append(Diagnosis("backward-scale", f"{role}: the gradient is {c:.6g} times the right one"))
+    return found

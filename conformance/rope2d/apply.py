@@ -2,7 +2,8 @@
 
 Graded per pair against reference.rope2d applied to the dtype-rounded x, with RoPE's rotation
 budget (conformance.rope.budgets, rotary width d/2: the ladder base^(-4k/d)) at |c theta_k|, c the
-pair's coordinate; CLS tokens must come back unchanged (pass-through budget).
+pair's coordinate; CLS tokens must come back unchanged (pass-through budget). With --grad the
+gradient of x is graded against the float64 reference backward R^T g (conformance/rope2d/backward.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,40 @@ def pair_angles(coords, spec) -> np.ndarray:
     return np.abs(np.concatenate([c[..., :1] * theta, c[..., 1:] * theta], axis=-1))
 
 
+def score(graded: Graded, profile: str, spec, dtype: str, x, coords, err) -> None:
+    """Fill graded's ratio, worst index, mismatch and curve for one profile: err [b, s, h, d] against
+    the rotation budget of the pairs of x at |c theta_k| (CLS tokens: the passthrough budget of x).
+    (The backward grades its gradient with the cotangent as x: conformance.rope2d.backward.)"""
+    d = spec.head_dim
+    first, second = rope.pair_indices(d, spec.layout)
+    mag = np.abs(x[..., first]) + np.abs(x[..., second])
+    if spec.freqs is None:
+        phi = pair_angles(coords, spec)[:, :, None, :]
+    else:  # RoPE-Mixed: |x f_x| + |y f_y| per head and pair
+        f = np.abs(np.array(spec.freqs))
+        c = np.abs(coords.astype(np.float64))
+        phi = c[:, :, None, None, 0] * f[0][None, None] + c[:, :, None, None, 1] * f[1][None, None]
+    pair_err = np.maximum(err[..., first], err[..., second])
+    cls = np.arange(x.shape[1]) < spec.cls_tokens
+    q = d // 4  # each axis: RoPE's budget for its own ladder of d/4 frequencies
+    if spec.freqs is None:
+        budget = np.concatenate([budgets.rotation_budget(mag[..., sl], phi[..., sl], d // 2, spec.base, dtype, profile)
+                                 for sl in (slice(0, q), slice(q, 2 * q))], axis=-1)
+    else:  # given frequencies: no power to round, base 1 leaves the angle's own roundings
+        budget = budgets.rotation_budget(mag, phi, d, 1.0, dtype, profile)
+    through = np.maximum(tolerance.passthrough_budget(x[..., first], dtype, profile),
+                         tolerance.passthrough_budget(x[..., second], dtype, profile))
+    budget = np.where(cls[None, :, None, None], through, budget)
+    r = tolerance.ratio(pair_err, budget)
+    graded.ratio[profile] = finite_max(r)
+    idx = argmax_index(r)
+    idx[-1] = int(first[idx[-1]])
+    graded.worst_index[profile] = idx
+    graded.mismatch[profile] = over_budget(r) + ("pairs",)
+    row_major = coords[..., 1] * (int(coords[..., 0].max()) + 1) + coords[..., 0]
+    graded.curve[profile] = per_position_curve(row_major, token_max(err), token_max(budget), ratio_max(r))
+
+
 class Rope2dApply(Protocol):
     name = "rope2d.apply"
     family = "rope2d"
@@ -60,36 +95,8 @@ class Rope2dApply(Protocol):
             graded.problems.append(bad)
         err = abs_error(out, ref)
         graded.max_abs_error = finite_max(err)
-        d = spec.head_dim
-        first, second = rope.pair_indices(d, spec.layout)
-        mag = np.abs(x[..., first]) + np.abs(x[..., second])
-        if spec.freqs is None:
-            phi = pair_angles(coords, spec)[:, :, None, :]
-        else:  # RoPE-Mixed: |x f_x| + |y f_y| per head and pair
-            f = np.abs(np.array(spec.freqs))
-            c = np.abs(coords.astype(np.float64))
-            phi = c[:, :, None, None, 0] * f[0][None, None] + c[:, :, None, None, 1] * f[1][None, None]
-        pair_err = np.maximum(err[..., first], err[..., second])
-        cls = np.arange(x.shape[1]) < spec.cls_tokens
         for profile in tolerance.PROFILES:
-            q = d // 4  # each axis: RoPE's budget for its own ladder of d/4 frequencies
-            if spec.freqs is None:
-                budget = np.concatenate([budgets.rotation_budget(mag[..., sl], phi[..., sl], d // 2, spec.base,
-                                                                 prepared.dtype, profile)
-                                         for sl in (slice(0, q), slice(q, 2 * q))], axis=-1)
-            else:  # given frequencies: no power to round, base 1 leaves the angle's own roundings
-                budget = budgets.rotation_budget(mag, phi, d, 1.0, prepared.dtype, profile)
-            through = np.maximum(tolerance.passthrough_budget(x[..., first], prepared.dtype, profile),
-                                 tolerance.passthrough_budget(x[..., second], prepared.dtype, profile))
-            budget = np.where(cls[None, :, None, None], through, budget)
-            r = tolerance.ratio(pair_err, budget)
-            graded.ratio[profile] = finite_max(r)
-            idx = argmax_index(r)
-            idx[-1] = int(first[idx[-1]])
-            graded.worst_index[profile] = idx
-            graded.mismatch[profile] = over_budget(r) + ("pairs",)
-            row_major = coords[..., 1] * (int(coords[..., 0].max()) + 1) + coords[..., 0]
-            graded.curve[profile] = per_position_curve(row_major, token_max(err), token_max(budget), ratio_max(r))
+            score(graded, profile, spec, prepared.dtype, x, coords, err)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
@@ -102,6 +109,42 @@ class Rope2dApply(Protocol):
         from conformance.rope2d import diagnosis
 
         return diagnosis.diagnose(spec, prepared, graded)
+
+    # -- training (--grad): conformance/rope2d/backward.py ----------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"x": 0}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope.backward import plain_cotangent
+
+        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.rope.backward import as_f64
+        from conformance.rope2d.backward import grade_gradient
+
+        return {"x": grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.rope.backward import as_f64
+        from conformance.rope2d.backward import diagnose_gradient
+
+        if "x" not in graded:
+            return []
+        return diagnose_gradient(spec, dtype, as_f64(cotangents[0]), prepared.inputs_f64["coords"],
+                                 graded["x"].output_f64)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.training import gradcheck_identity
+        from conformance.rope2d.backward import gradcheck_case
+
+        x, coords, spec = gradcheck_case()
+        return [gradcheck_identity(invoker, (x.to(device), coords.to(device), spec), (0,), device,
+                                   "rope2d.apply.gradcheck", "x [1, 5, 1, 8] float64, one CLS token and four patches "
+                                   "up to (30, 7), interleaved layout")]
 
 
 PROTOCOL = Rope2dApply()

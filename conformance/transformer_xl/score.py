@@ -25,6 +25,10 @@ Algorithms", sec. 3.1):
 S_c = sum_e |q_e + u_e| |k_e|, S_p = sum_e |q_e + v_e| (|r_e| + dr_e), floor = (2 d_head + d_model
 + 4) times the dtype's smallest subnormal (products that underflow). Where the budget covers the
 change an off-by-one distance makes (bfloat16 on these small cases), the case says so in a note.
+
+--grad (conformance/transformer_xl/backward.py): the gradients of q, k, u, v and r_weight for a
+cotangent drawn from the case (0 on the masked entries), graded against the float64 reference
+VJP with budgets (n + 6) u of their terms; gradcheck in float64 on a decoding case.
 """
 
 from __future__ import annotations
@@ -35,11 +39,10 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max,
-                                      mutation_problems, nonfinite_problem, over_budget)
+from conformance.core.tensors import adapter_inputs, check_tensor, grade_on_mask, mutation_problems
 from conformance.sinusoidal import budgets as table_budgets
 from conformance.sinusoidal.spec import SinusoidalSpec
-from conformance.transformer_xl import diagnosis
+from conformance.transformer_xl import backward, diagnosis
 from conformance.transformer_xl.spec import spec_of
 from reference import transformer_xl
 
@@ -124,25 +127,18 @@ class TransformerXLScore(Protocol):
             return graded
         mask = np.broadcast_to(graded_entries(q.shape[0], spec.mlen), shape)
         ref = reference_scores(case, spec, prepared.inputs_f64)
-        bad = nonfinite_problem(np.where(mask, out, 0.0), np.where(mask, ref, 0.0), "the scores (unmasked)")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = np.where(mask, abs_error(out, ref), 0.0)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
-            b = budget(prepared.inputs_f64, spec, prepared.dtype, profile)
-            r = tolerance.ratio(err, b)
+        budgets = {profile: budget(prepared.inputs_f64, spec, prepared.dtype, profile) for profile in tolerance.PROFILES}
+        grade_on_mask(graded, out, ref, mask, budgets.get, "the scores (unmasked)", "scores")
+        for profile, b in budgets.items():
             blind = blind_distances(prepared.inputs_f64, spec, b, mask[0])
             if blind:
                 graded.notes[profile] = [f"the {profile} budget at relative distance(s) {blind} exceeds the change "
                                          "from distance p to p + 1, so an off-by-one shift would pass there"]
-            graded.ratio[profile] = finite_max(r)
-            graded.worst_index[profile] = argmax_index(r)
-            over, _ = over_budget(np.where(mask, r, 0.0))
-            graded.mismatch[profile] = (over, int(np.count_nonzero(mask)), "scores")
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
+        if isinstance(index, backward.GradIndex):
+            return backward.locate(spec, prepared.inputs_f64, index)
         h, i, j = index
         where = f"memory slot {j}" if j < spec.mlen else f"segment token {j - spec.mlen}"
         return f"head {h}, query {i}, key {j} ({where}), relative distance {i + spec.mlen - j}"
@@ -162,6 +158,32 @@ class TransformerXLScore(Protocol):
 
     def repro_call(self) -> str:
         return "fn(*args)"
+
+    # -- training (--grad): conformance/transformer_xl/backward.py ---------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {role: i for i, role in enumerate(INPUTS)}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        return (backward.cotangent_tensor(case.id, prepared.inputs_f64, spec, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        return backward.grade(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, prepared.dtype,
+                              prepared.device, grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        dtype = dtype if dtype in tolerance.DTYPES else "float32"
+        return backward.diagnose(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, dtype, graded)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.training import gradcheck_identity
+
+        *args, spec = backward.gradcheck_case()
+        return [gradcheck_identity(invoker, (*(a.to(device) for a in args), spec), tuple(range(len(INPUTS))), device,
+                                   "transformer_xl.score.gradcheck", "q [1, 2, 4], k [4, 2, 4] (mlen 3), u, v [2, 4], "
+                                   "r_weight [8, 8] in float64, d_model 8")]
 
 
 PROTOCOL = TransformerXLScore()

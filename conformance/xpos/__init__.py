@@ -5,7 +5,7 @@ Protocol ``xpos.apply`` (apply.py): ``fn(q, k, positions, spec) -> (q_out, k_out
 opposite directions, up to one common centring c: the protocol fits c from the outputs, reports
 it, and grades both against the reference centred there (c cancels in q . k, so any common c is
 correct: torchscale uses (L + offset) // 2, rotary-embedding-torch len // 2). Diagnosis in
-diagnosis.py.
+diagnosis.py. ``--grad`` grades the gradients of q and k at the forward's centring (backward.py).
 """
 
 from conformance.core.family import Family

@@ -90,6 +90,7 @@ class XposApply(Protocol):
         qo, ko = outs
         graded.output_f64 = np.stack([qo, ko])
         centre = fit_centre(q, k, qo, ko, pos, spec) or 0.0
+        prepared.xpos_centre = centre  # the backward is graded at the forward's centring (backward.py)
         qr, kr = reference(q, k, pos, spec, centre)
         ref = np.stack([qr, kr])
         bad = nonfinite_problem(graded.output_f64, ref, "the (q_out, k_out) pair")
@@ -145,6 +146,37 @@ class XposApply(Protocol):
         from conformance.xpos import diagnosis
 
         return diagnosis.diagnose(spec, prepared, graded, dtype)
+
+    # -- training (--grad): conformance/xpos/backward.py ------------------------------------------
+
+    differentiable = True
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"q": 0, "k": 1}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.xpos import backward
+
+        return backward.cotangents(case.id, prepared)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.xpos import backward
+
+        return backward.grade(self, spec, prepared, cotangents, grads)
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.xpos import backward
+
+        return backward.diagnose(self, spec, prepared, cotangents, graded, dtype)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.training import gradcheck_identity
+        from conformance.xpos.backward import gradcheck_case
+
+        q, k, positions, spec = gradcheck_case("interleaved")
+        return [gradcheck_identity(invoker, (q.to(device), k.to(device), positions.to(device), spec), (0, 1), device,
+                                   f"{self.name}.gradcheck", "q and k [1, 4, 1, 8] float64 at positions 0, 1, 7, 300 "
+                                   "(interleaved layout, rotary_dim 6, scale base 64)")]
 
 
 PROTOCOL = XposApply()

@@ -1,4 +1,5 @@
-"""Why an xpos.apply output fails: an overflow from a missing centring, the key scaled the wrong
+"""Why an xpos.apply output fails: an overflow from a missing centring, rows past batch row 0 left
+as given (a fused kernel launched over one row at a batched decode step), the key scaled the wrong
 way, or other gamma / scale base (fitted from the query's scales)."""
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def diagnose(spec, prepared, graded, dtype) -> list:
                               f"zeta^(-m/B) without centring exceeds {dtype}'s range there; centre the exponent "
                               f"(any common c cancels in q . k, e.g. c = {centre:g})")]
         return []
+    if q.shape[0] > 1 and max(_rel(qo[1:], q[1:]), _rel(ko[1:], k[1:])) <= 1e-3 < _rel(qo[:1], q[:1]):
+        return [Diagnosis("batch-row-zero-only", f"only batch row 0 is rotated and scaled: rows 1.. of q and k "
+                          f"come back as given (batch of {q.shape[0]} rows)")]
     lnz = np.log(xpos.zeta(spec.rotary_dim, spec.gamma))
     aq = _log_scales(qo, q, spec)
     ok = np.abs(lnz) >= 0.05

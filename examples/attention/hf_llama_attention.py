@@ -37,9 +37,10 @@ def forward(hidden, weights, positions, spec):
     b, s, d_model = hidden.shape
     config = _config(spec, d_model)
     layer = LlamaAttention(config, layer_idx=0).to(device=hidden.device, dtype=hidden.dtype).eval()
+    # The given tensors are the layer's weights (torch.func.functional_call below), so that under
+    # autograd their gradients are the layer's; everything else is a constant.
+    params = {f"{name}_proj.weight": weights[f"w{name}"] for name in ("q", "k", "v", "o")}
     with torch.no_grad():
-        for name in ("q", "k", "v", "o"):
-            getattr(layer, f"{name}_proj").weight.copy_(weights[f"w{name}"])
         rotary = LlamaRotaryEmbedding(config).to(hidden.device)
         cos, sin = rotary(hidden, positions)
         cache, past = None, 0
@@ -55,5 +56,6 @@ def forward(hidden, weights, positions, spec):
             allowed &= spec.attention_mask[:, None, None, :]
         mask = torch.zeros(b, 1, s, K, dtype=hidden.dtype, device=hidden.device)
         mask = mask.masked_fill(~allowed, torch.finfo(hidden.dtype).min)
-        out, _ = layer(hidden, position_embeddings=(cos, sin), attention_mask=mask, past_key_values=cache)
+    out, _ = torch.func.functional_call(layer, params, (hidden,), dict(position_embeddings=(cos, sin),
+                                                                       attention_mask=mask, past_key_values=cache))
     return out

@@ -1,8 +1,9 @@
 """An attention layer around ``torch.nn.functional.scaled_dot_product_attention``, as users write
 one: nn.Linear-style projections, RoPE on q and k (HF rotate_half, float32 tables; YaRN's
-frequencies and attention factor as HF's ``_compute_yarn_parameters``), or an ALiBi bias, or no
-encoding; the KV cache concatenated in front; GQA by repeating kv heads (HF repeat_kv); causal
-and padding masks folded into one additive mask; o_proj.
+frequencies and attention factor as HF's ``_compute_yarn_parameters``), or an additive bias
+(ALiBi, KERPLE, FIRE's MLP, T5's bucketed table; computed in float32 and passed, with the causal
+and padding masks, as SDPA's additive attn_mask), or no encoding; the KV cache concatenated in
+front; GQA by repeating kv heads (HF repeat_kv); o_proj.
 
 Adapter: ``forward`` (attention.forward).
 """
@@ -94,14 +95,69 @@ def allowed_keys(b, s, past, spec, device):
     return allowed
 
 
-def additive_mask(allowed, q_positions, k_positions, spec, dtype):
-    """0 / -inf from ``allowed``, plus the ALiBi bias -m_h (p_i - p_j) (|p_i - p_j| if not causal)."""
+def kerple_bias(dist, spec):
+    """[b, h, s, K]: -r1 log(1 + r2 |i - j|) or -r1 |i - j|^r2 (KERPLE's Megatron code, with its clamps)."""
+    r1 = torch.tensor(spec.kerple_r1, dtype=torch.float32, device=dist.device).clamp(min=1e-2)[None, :, None, None]
+    r2 = torch.tensor(spec.kerple_r2, dtype=torch.float32, device=dist.device).clamp(min=1e-2)
+    if spec.kerple_variant == "power":
+        r2 = r2.clamp(max=2.0)
+    r2 = r2[None, :, None, None]
+    n = dist.abs()[:, None]
+    return -r1 * torch.log(1 + r2 * n) if spec.kerple_variant == "log" else -r1 * n.pow(r2)
+
+
+def fire_bias(q_positions, k_positions, weights):
+    """[b, h, s, K]: FIRE's MLP of log(|c (i - j)| + 1) / (log(|c max(i, L)| + 1) + eps), L = |L_mult 512|."""
+    w = {n: weights[n].float() for n in ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
+    psi = lambda x: torch.log(torch.abs(w["c"] * x) + 1)  # noqa: E731
+    L = torch.abs(w["L_multiplier"] * 512.0)
+    rel = (q_positions[:, :, None] - k_positions[:, None, :]).float()
+    norm = psi(torch.maximum(q_positions.float(), L)) + 1e-6
+    x = (psi(rel) / norm[:, :, None])[..., None]  # [b, s, K, 1]
+    hidden = torch.relu(F.linear(x, w["W1"], w["b1"]))
+    return F.linear(hidden, w["W2"], w["b2"]).permute(0, 3, 1, 2)
+
+
+def t5_bucket(relative, spec):
+    """HF T5Attention._relative_position_bucket (bidirectional when not causal)."""
+    buckets, bidirectional = spec.num_buckets, not spec.causal
+    out = torch.zeros_like(relative)
+    if bidirectional:
+        buckets //= 2
+        out += (relative > 0).to(torch.long) * buckets
+        n = relative.abs()
+    else:
+        n = -torch.clamp(relative, max=0)
+    max_exact = buckets // 2
+    large = max_exact + (torch.log(n.float() / max_exact) / math.log(spec.max_distance / max_exact)
+                         * (buckets - max_exact)).to(torch.long)
+    large = torch.clamp(large, max=buckets - 1)
+    return out + torch.where(n < max_exact, n, large)
+
+
+def t5_bias(q_positions, k_positions, weights, spec):
+    """[b, h, s, K]: rel_bias[bucket(j - i)], the table as HF's relative_attention_bias embedding."""
+    rel = k_positions[:, None, :] - q_positions[:, :, None]
+    return F.embedding(t5_bucket(rel, spec), weights["rel_bias"]).permute(0, 3, 1, 2).float()
+
+
+def additive_mask(allowed, q_positions, k_positions, spec, dtype, weights=None):
+    """0 / -inf from ``allowed``, plus the encoding's bias: ALiBi -m_h (p_i - p_j) (|p_i - p_j| if
+    not causal), KERPLE, FIRE or T5 (these two read their learned weights from ``weights``)."""
     mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, float("-inf"))
+    dist = (q_positions[:, :, None] - k_positions[:, None, :]).float()
     if spec.encoding == "alibi":
         m = torch.tensor(alibi_slopes(spec.num_heads), dtype=torch.float32, device=allowed.device)
-        dist = (q_positions[:, :, None] - k_positions[:, None, :]).float()
         dist = dist if spec.causal else dist.abs()
         mask = mask + (-m[None, :, None, None] * dist[:, None]).to(dtype)
+    elif spec.encoding == "kerple":
+        mask = mask + kerple_bias(dist, spec).to(dtype)
+    elif spec.encoding in ("fire", "t5"):
+        if weights is None:
+            raise Unsupported(f"the {spec.encoding} bias needs its learned weights")
+        bias = fire_bias(q_positions, k_positions, weights) if spec.encoding == "fire" else \
+            t5_bias(q_positions, k_positions, weights, spec)
+        mask = mask + bias.to(dtype)
     return mask
 
 
@@ -144,4 +200,4 @@ def forward(hidden, weights, positions, spec):
     k, v, past = with_cache(k, v, spec)
     k_positions = torch.cat((torch.arange(past, device=positions.device).expand(b, past), positions), dim=1)
     allowed = allowed_keys(b, s, past, spec, hidden.device)
-    return output(q, k, v, additive_mask(allowed, positions, k_positions, spec, q.dtype), weights, spec)
+    return output(q, k, v, additive_mask(allowed, positions, k_positions, spec, q.dtype, weights), weights, spec)

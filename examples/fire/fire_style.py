@@ -9,7 +9,7 @@ the feature psi(i - j) / (psi(max(i, L)) + eps) is computed there and cast to th
 for the MLP. forward takes the query and key positions (0-based) instead of
 arange(seq_len), and returns [heads, sq, sk] instead of [1, heads, seq, seq].
 
-Adapter: ``bias`` (fire.bias).
+Adapter: ``bias`` (fire.bias); differentiable in every parameter (``--grad``).
 """
 
 import torch
@@ -56,6 +56,14 @@ def load(params, spec):
     return module.to(params["W1"].device)
 
 
+# The module's parameter names for the params dict's keys.
+PARAMETERS = {"c": "c", "L_multiplier": "L_multiplier", "W1": "mlp.0.weight", "b1": "mlp.0.bias",
+              "W2": "mlp.2.weight", "b2": "mlp.2.bias"}
+
+
 def bias(q_positions, k_positions, params, spec):
-    with torch.no_grad():
-        return load(params, spec)(q_positions, k_positions)
+    # functional_call runs the module on the given tensors themselves, so autograd reaches them
+    # (--grad); load's copies only give the module its shapes, dtype and init_L.
+    module = load(params, spec)
+    weights = {name: params[key] for key, name in PARAMETERS.items()}
+    return torch.func.functional_call(module, weights, (q_positions, k_positions))

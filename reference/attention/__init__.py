@@ -7,9 +7,12 @@ Formula (Vaswani et al., arXiv 1706.03762, eq. 1; grouped-query heads: Ainslie e
     q, k <- R(position) q, R(position) k            encoding "rope" (reference.rope.apply, any
                                                     scaling; its attention factor f multiplies
                                                     cos and sin, so the logits carry f^2)
-    z_hij = q_hi . k_gj / sqrt(d) + b_hij            g = h // (hq / hkv) (HF repeat_kv); b the ALiBi
-                                                    bias -m_h (p_i - p_j) (causal) or -m_h |p_i - p_j|
-                                                    (encoding "alibi", reference.alibi), else 0
+    z_hij = q_hi . k_gj / sqrt(d) + b_hij            g = h // (hq / hkv) (HF repeat_kv); b the
+                                                    encoding's additive bias: ALiBi -m_h (p_i - p_j)
+                                                    (|.| when not causal), KERPLE (r1, r2 in the
+                                                    config), FIRE (its MLP in the weights dict), T5
+                                                    (rel_bias[bucket(p_j - p_i), h], the table in
+                                                    the weights dict); 0 for "rope" and "none"
     P_hij = softmax_j(z_hi.) over the visible keys  visible: mask[key] and (not causal or key slot
                                                     <= query slot)
     o_hi = sum_j P_hij v_gj;  out = concat_h(o_hi) W_o^T    W_o [D, hq d]  -> out [b, s, D]
@@ -28,6 +31,10 @@ twice the working precision), softmax sums compensated (TwoSum), exp from libm; 
 ulps of |result| plus 2^-104 of the magnitudes. Golden mode: the whole chain in mpmath at 192 bits
 from the float64 inputs, each output rounded to the nearest double (faithful at worst; certified
 against oracle.py). Backends cpu (Numba), cuda, numpy. Never imports torch.
+
+Backward (issue 15): ``backward.vjp(g, hidden, weights, positions, config, ...)`` -> the gradients
+of hidden, wq, wk, wv, wo (fast: NumPy within a derived bound; golden: mpmath, faithfully
+rounded, certified against ``oracle.vjp_exact``); see backward.py.
 """
 
 from .core import Config, forward, key_positions, stages, visible

@@ -14,7 +14,11 @@ import numpy as np
 from reference.golden.certify import nearest_double
 from reference.rope._validate import check_backend, check_base, check_layout, check_mode
 
-ENCODINGS = ("rope", "alibi", "none")
+ENCODINGS = ("rope", "alibi", "none", "kerple", "fire", "t5")
+BIASES = ("alibi", "kerple", "fire", "t5")  # the additive-bias encodings
+BASE_WEIGHTS = ("wq", "wk", "wv", "wo")
+FIRE_WEIGHTS = ("c", "L_multiplier", "W1", "b1", "W2", "b2")  # reference.fire's weights, learned
+T5_WEIGHTS = ("rel_bias",)  # [num_buckets, num_heads], HF's relative_attention_bias.weight
 GOLDEN_PREC = 192
 MAX_POSITION = 2**40
 MAX_ABS = 2.0**400
@@ -24,7 +28,10 @@ MAX_ABS = 2.0**400
 class Config:
     """num_heads hq, num_kv_heads hkv (divides hq), head_dim d; causal; encoding "rope" (base,
     rotary_dim (0: head_dim), layout "half" | "interleaved", scaling in HF rope_parameters form,
-    seq_len for the scalings that read it), "alibi" or "none"."""
+    seq_len for the scalings that read it), "alibi", "none", "kerple" (kerple_variant "log" |
+    "power", kerple_r1, kerple_r2: one float per head, before reference.kerple's clamps), "fire"
+    (the MLP's weights in the weights dict) or "t5" (num_buckets, max_distance; the table
+    rel_bias in the weights dict; bidirectional buckets exactly when not causal)."""
 
     num_heads: int
     num_kv_heads: int
@@ -36,6 +43,11 @@ class Config:
     layout: str = "half"
     scaling: Optional[Mapping[str, Any]] = field(default=None, hash=False, compare=False)
     seq_len: int = 0
+    kerple_variant: str = "log"
+    kerple_r1: tuple = ()
+    kerple_r2: tuple = ()
+    num_buckets: int = 32
+    max_distance: int = 128
 
     @property
     def rot(self) -> int:
@@ -71,8 +83,23 @@ def check_config(c: Config) -> Config:
         from reference.rope import scaling as scaling_types
 
         scaling_types.resolve(c.scaling)
+    if c.encoding == "kerple":
+        from reference.kerple.core import check_params, check_variant
+
+        check_variant(c.kerple_variant)
+        r1, _ = check_params(c.kerple_r1, c.kerple_r2)
+        if r1.size != hq:
+            raise ValueError(f"kerple_r1: must hold one value per query head ({hq}), got {r1.size}")
+    if c.encoding == "t5":
+        _int(c.num_buckets, "num_buckets", 2, 2**20)
+        _int(c.max_distance, "max_distance", 2, MAX_POSITION)
     _int(c.seq_len, "seq_len", 0, MAX_POSITION)
     return c
+
+
+def weight_names(c: Config) -> tuple:
+    """The keys the weights dict holds for this config: wq, wk, wv, wo, plus FIRE's MLP or T5's table."""
+    return BASE_WEIGHTS + {"fire": FIRE_WEIGHTS, "t5": T5_WEIGHTS}.get(c.encoding, ())
 
 
 def _float_array(a, name, shape):
@@ -93,10 +120,16 @@ def check_inputs(hidden, weights, positions, c, attention_mask, past_keys, past_
     b, s, dm = h.shape
     X = _float_array(h, "hidden", (b, s, dm))
     hq, hkv, d = c.num_heads, c.num_kv_heads, c.head_dim
-    if not isinstance(weights, Mapping) or set(weights) != {"wq", "wk", "wv", "wo"}:
-        raise ValueError("weights: must be a dict with exactly the keys wq, wk, wv, wo")
+    names = weight_names(c)
+    if not isinstance(weights, Mapping) or set(weights) != set(names):
+        raise ValueError(f"weights: must be a dict with exactly the keys {', '.join(names)} for encoding "
+                         f"{c.encoding!r}")
     W = {"wq": _float_array(weights["wq"], "wq", (hq * d, dm)), "wk": _float_array(weights["wk"], "wk", (hkv * d, dm)),
          "wv": _float_array(weights["wv"], "wv", (hkv * d, dm)), "wo": _float_array(weights["wo"], "wo", (dm, hq * d))}
+    if c.encoding == "fire":
+        W.update(_fire_weights(weights, hq))
+    if c.encoding == "t5":
+        W["rel_bias"] = _float_array(weights["rel_bias"], "rel_bias", (c.num_buckets, hq))
     p = np.asarray(positions)
     if p.shape != (b, s) or p.dtype.kind not in "iu" or (p.size and np.max(np.abs(p)) > MAX_POSITION):
         raise ValueError(f"positions: must be integers of shape [{b}, {s}] with |p| <= 2**40")
@@ -118,7 +151,23 @@ def check_inputs(hidden, weights, positions, c, attention_mask, past_keys, past_
         if m.shape != (b, P + s) or m.dtype.kind not in "biu":
             raise ValueError(f"attention_mask: must be bool of shape [{b}, {P + s}] (past + new keys)")
         mask = m.astype(bool)
+    if c.encoding == "fire" and p.size and (np.min(p) < 0):
+        raise ValueError("positions: FIRE takes 0-based positions (>= 0)")
     return X, W, p.astype(np.int64), mask, pk, pv
+
+
+def _fire_weights(weights, hq) -> dict:
+    """FIRE's MLP as reference.fire checks it (c, L_multiplier scalars; W1 [hidden, 1], b1, W2
+    [hq, hidden], b2 [hq]), float64; W2 must have one row per query head."""
+    from reference.fire.core import check_weights
+
+    w = check_weights({n: np.asarray(weights[n]) for n in FIRE_WEIGHTS})
+    if w["W2"].shape[0] != hq:
+        raise ValueError(f"W2: must have one row per query head ({hq}), got {w['W2'].shape[0]}")
+    for n in ("W1", "b1", "W2", "b2"):
+        if np.max(np.abs(w[n]), initial=0.0) > MAX_ABS:
+            raise ValueError(f"{n}: must be finite with |x| <= 2**400")
+    return w
 
 
 def key_positions(positions: np.ndarray, past_len: int) -> np.ndarray:
@@ -142,15 +191,45 @@ def graded_rows(mask: np.ndarray, vis: np.ndarray, past_len: int) -> np.ndarray:
     return mask[:, past_len:] & vis.any(axis=-1)
 
 
-def _bias(c: Config, kpos: np.ndarray, positions: np.ndarray, backend: str) -> np.ndarray:
-    """float64 [b, hq, s, K]: the ALiBi bias (0 for other encodings)."""
+def _bias(c: Config, kpos: np.ndarray, positions: np.ndarray, backend: str, W: Mapping = None) -> np.ndarray:
+    """float64 [b, hq, s, K]: the additive bias of the encoding (ALiBi, KERPLE, FIRE, T5; 0 for
+    RoPE and none), each from its own family's reference (W: the validated weights, for FIRE's
+    MLP and T5's table). Entries of keys a query does not see are computed and never used."""
     b, s = positions.shape
-    if c.encoding != "alibi":
+    if c.encoding not in BIASES:
         return np.zeros((b, c.num_heads, s, kpos.shape[1]))
-    from reference import alibi
+    if c.encoding == "alibi":
+        from reference import alibi
 
-    return np.stack([alibi.bias(c.num_heads, positions[i], kpos[i], causal=c.causal, backend=backend)
-                     for i in range(b)])
+        rows = [alibi.bias(c.num_heads, positions[i], kpos[i], causal=c.causal, backend=backend) for i in range(b)]
+    elif c.encoding == "kerple":
+        from reference import kerple
+
+        rows = [kerple.bias(positions[i], kpos[i], c.kerple_variant, c.kerple_r1, c.kerple_r2, backend=backend)
+                for i in range(b)]
+    elif c.encoding == "fire":
+        from reference import fire
+
+        w = {n: W[n] for n in FIRE_WEIGHTS}
+        rows = [fire.bias(positions[i], kpos[i], w, backend=backend) for i in range(b)]
+    else:
+        rows = [t5_bias(c, positions[i], kpos[i], W["rel_bias"]) for i in range(b)]
+    return np.stack(rows)
+
+
+def t5_buckets(c: Config, q_positions, k_positions) -> np.ndarray:
+    """int64 [s, K]: T5's bucket of j - i (reference.t5.bucket; bidirectional when not causal)."""
+    from reference import t5
+
+    rel = np.asarray(k_positions, dtype=np.int64)[None, :] - np.asarray(q_positions, dtype=np.int64)[:, None]
+    values, inverse = np.unique(rel, return_inverse=True)  # t5.bucket decides each distance in mpmath
+    found = t5.bucket(values, num_buckets=c.num_buckets, max_distance=c.max_distance, bidirectional=not c.causal)
+    return found[inverse.reshape(rel.shape)]
+
+
+def t5_bias(c: Config, q_positions, k_positions, table) -> np.ndarray:
+    """[hq, s, K]: table[bucket(j - i), h], an exact lookup."""
+    return np.moveaxis(np.asarray(table, dtype=np.float64)[t5_buckets(c, q_positions, k_positions)], -1, 0)
 
 
 def _rope(x, positions, c, backend):
@@ -178,7 +257,7 @@ def stages(hidden, weights, positions, config, *, attention_mask=None, past_keys
     values = np.concatenate([pv.transpose(0, 2, 1, 3), v], axis=1)
     kpos = key_positions(pos, P)
     vis = visible(c, mask, b, s, P)
-    bias = _bias(c, kpos, pos, "numpy")
+    bias = _bias(c, kpos, pos, "numpy", W)
     g = np.arange(hq) // c.group
     z = np.einsum("bihe,bjhe->bhij", qr, keys[:, :, g]) / math.sqrt(d) + bias
     z = np.where(vis[:, None], z, -np.inf)
@@ -221,7 +300,7 @@ def forward(hidden, weights, positions, config, *, attention_mask=None, past_key
     values = np.ascontiguousarray(np.concatenate([pv.transpose(0, 2, 1, 3), v], axis=1))
     kpos = key_positions(pos, P)
     vis = visible(c, mask, b, s, P)
-    bias = np.ascontiguousarray(_bias(c, kpos, pos, backend))
+    bias = np.ascontiguousarray(_bias(c, kpos, pos, backend, W))
     o = kernels.attend(np.ascontiguousarray(q), keys, values, bias, vis, 1.0 / math.sqrt(d), c.group)
     return kernels.project(o.reshape(b * s, hq * d), W["wo"]).reshape(b, s, dm)
 
@@ -239,11 +318,11 @@ def _golden(hidden, weights, positions, config, attention_mask, past_keys, past_
     out = np.zeros((b, s, dm))
     with mpmath.workprec(GOLDEN_PREC):
         mpf = mpmath.mpf
-        Wm = {n: [[mpf(float(x)) for x in row] for row in W[n]] for n in W}
+        Wm = {n: [[mpf(float(x)) for x in row] for row in W[n]] for n in BASE_WEIGHTS}
         theta, factor = _golden_frequencies(c) if c.encoding == "rope" else (None, None)
-        slopes = _golden_slopes(c) if c.encoding == "alibi" else None
         scale = 1 / mpmath.sqrt(d)
         for bi in range(b):
+            bias = golden_bias(c, W, pos[bi], kpos[bi])
             xs = [[mpf(float(x)) for x in X[bi, i]] for i in range(s)]
 
             def proj(name, heads, i):
@@ -268,9 +347,8 @@ def _golden(hidden, weights, positions, config, attention_mask, past_keys, past_
                     z = []
                     for j in js:
                         zj = mpmath.fdot(q[i][h], keys[j][g]) * scale
-                        if slopes is not None:
-                            dist = int(pos[bi, i]) - int(kpos[bi, j])
-                            zj -= slopes[h] * (dist if c.causal else abs(dist))
+                        if bias is not None:
+                            zj += bias[h, i, j]
                         z.append(zj)
                     top = max(z)
                     e = [mpmath.exp(zj - top) for zj in z]
@@ -295,6 +373,56 @@ def _golden_slopes(c):
     from reference.alibi import slopes_mp
 
     return slopes_mp(c.num_heads)
+
+
+def golden_bias(c: Config, W: Mapping, q_positions, k_positions):
+    """object [hq, s, K] of mpf at the caller's precision: the encoding's bias, exact up to that
+    precision (None for RoPE and none): ALiBi -m_h (p_i - p_j) (|.| when not causal) with
+    reference.alibi's mpmath slopes; KERPLE -r1 log1p(r2 n) or -r1 n^r2 (n = |p_i - p_j|, the
+    clamped parameters of reference.kerple.clamp); FIRE's MLP on psi(i - j) / (psi(max(i, L)) +
+    eps), its ReLU decided on the exact pre-activation (reference.fire's constants); T5 the table
+    entry of reference.t5's bucket (exact: a lookup)."""
+    if c.encoding not in BIASES:
+        return None
+    mpf = mpmath.mpf
+    qp, kp = [int(v) for v in q_positions], [int(v) for v in k_positions]
+    out = np.empty((c.num_heads, len(qp), len(kp)), dtype=object)
+    if c.encoding == "alibi":
+        slopes = _golden_slopes(c)
+        for h, i, j in np.ndindex(out.shape):
+            dist = qp[i] - kp[j]
+            out[h, i, j] = -slopes[h] * (dist if c.causal else abs(dist))
+    elif c.encoding == "kerple":
+        from reference import kerple
+
+        r1, r2 = kerple.clamp(c.kerple_variant, c.kerple_r1, c.kerple_r2)
+        for h, i, j in np.ndindex(out.shape):
+            n = abs(qp[i] - kp[j])
+            a, e = mpf(float(r1[h])), mpf(float(r2[h]))
+            if c.kerple_variant == "log":
+                out[h, i, j] = -a * mpmath.log1p(e * n)
+            else:
+                out[h, i, j] = -a * mpmath.power(n, e) if n else mpf(0)
+    elif c.encoding == "fire":
+        from reference.fire import EPS, INIT_L
+
+        w1 = [mpf(float(v)) for v in np.ravel(W["W1"])]
+        b1 = [mpf(float(v)) for v in W["b1"]]
+        w2 = [[mpf(float(v)) for v in row] for row in W["W2"]]
+        b2 = [mpf(float(v)) for v in W["b2"]]
+        cc, L = mpf(float(W["c"])), abs(mpf(float(W["L_multiplier"])) * mpf(INIT_L))
+        for i, p in enumerate(qp):
+            norm = mpmath.log1p(abs(cc * max(mpf(p), L))) + mpf(EPS)
+            for j, r in enumerate(kp):
+                x = mpmath.log1p(abs(cc * (p - r))) / norm
+                act = [max(w1[k] * x + b1[k], 0) for k in range(len(w1))]
+                for h in range(c.num_heads):
+                    out[h, i, j] = mpmath.fdot(w2[h], act) + b2[h]
+    else:
+        buckets = t5_buckets(c, qp, kp)
+        for h, i, j in np.ndindex(out.shape):
+            out[h, i, j] = mpf(float(W["rel_bias"][buckets[i, j], h]))
+    return out
 
 
 def _golden_rotate(vec, m, theta, factor, c):

@@ -4,11 +4,18 @@ Arrays (inputs first): ``hidden`` [b, s, D]; the weights ``wq`` [hq d, D], ``wk`
 [hkv d, D], ``wo`` [D, hq d] (nn.Linear layout, no biases); ``positions`` [b, s] (int64);
 ``attention_mask`` [b, P + s] (int64 0/1, 1 = a real token; all ones without padding);
 ``past_keys``, ``past_values`` [b, hkv, P, d] (the KV cache, post-projection and post-RoPE; P = 0
-for prefill); ``expected`` [b, s, D]. Seeded floats are exactly representable in bfloat16 and
-float16 (reference.golden.inputs) and scaled by powers of two so that the logits stay of order 1:
+for prefill); the learned bias weights, empty [0] unless the encoding reads them: FIRE's MLP
+``fire_c`` [1] (in [2^-10, 1/8)), ``fire_l_multiplier`` [1] (fixed per test), ``fire_w1``
+[hidden, 1], ``fire_b1`` [hidden] (in [-1, 1)), ``fire_w2`` [hq, hidden], ``fire_b2`` [hq]
+(in [-1/4, 1/4)) (the weights dict's c, L_multiplier, W1, b1, W2, b2), T5's table
+``t5_rel_bias`` [num_buckets, hq] (in [-2, 2); the weights dict's rel_bias); ``expected`` [b, s, D].
+Seeded floats are exactly representable in bfloat16 and float16 (reference.golden.inputs) and
+scaled by powers of two so that the logits stay of order 1:
 hidden in [-2, 2), wq, wk, wv in [-1/4, 1/4), wo in [-1/2, 1/2), the cache in [-2, 2).
 Parameters: num_heads, num_kv_heads, head_dim, d_model, causal, encoding ("rope", "alibi",
-"none"), base, rotary_dim, layout, scaling (HF rope_parameters or null), past_len, padding.
+"none", "kerple", "fire", "t5"), base, rotary_dim, layout, scaling (HF rope_parameters or null),
+kerple_variant, kerple_r1, kerple_r2 (KERPLE), fire_hidden (FIRE's MLP width), num_buckets,
+max_distance (T5), past_len, padding.
 Every value is the nearest double to the exact one (reference.attention golden, mpmath at 192
 bits), certified as faithfully rounded (softmax and dot products are reductions) against
 oracle.py.
@@ -31,7 +38,18 @@ HF_LLAMA = "https://github.com/huggingface/transformers/blob/main/src/transforme
 SDPA = "https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html"
 YARN = "https://arxiv.org/abs/2309.00071"
 ALIBI = "https://arxiv.org/abs/2108.12409"
-SCALE = {"hidden": 1.0, "wq": 0.125, "wk": 0.125, "wv": 0.125, "wo": 0.25, "past_keys": 1.0, "past_values": 1.0}
+KERPLE = "https://arxiv.org/abs/2205.09921"
+FIRE = "https://arxiv.org/abs/2310.04418"
+T5 = "https://arxiv.org/abs/1910.10683"
+SCALE = {"hidden": 1.0, "wq": 0.125, "wk": 0.125, "wv": 0.125, "wo": 0.25, "past_keys": 1.0, "past_values": 1.0,
+         "fire_c": 0.0625, "fire_w1": 0.5, "fire_b1": 0.5, "fire_w2": 0.125, "fire_b2": 0.125, "t5_rel_bias": 1.0}
+# Stored role -> key of the weights dict, per encoding with learned bias weights.
+BIAS_WEIGHTS = {
+    "fire": {"fire_c": "c", "fire_l_multiplier": "L_multiplier", "fire_w1": "W1", "fire_b1": "b1", "fire_w2": "W2",
+             "fire_b2": "b2"},
+    "t5": {"t5_rel_bias": "rel_bias"},
+}
+BIAS_ROLES = (*BIAS_WEIGHTS["fire"], *BIAS_WEIGHTS["t5"])
 B, D, HQ, HEAD = 2, 32, 4, 8
 
 NOTES = {
@@ -50,6 +68,15 @@ NOTES = {
                         "scales them by its fourth power.", "links": [YARN]},
     "ALiBi": {"bugType": "BASIC", "description": "ALiBi: no rotation, the bias -m_h (p_i - p_j) added to the "
               "scaled logits.", "links": [ALIBI]},
+    "KERPLE": {"bugType": "BASIC", "description": "KERPLE: the bias -r1 log(1 + r2 |p_i - p_j|) (log) or "
+               "-r1 |p_i - p_j|^r2 (power) added to the scaled logits, after the clamps r1, r2 >= 1e-2 (power: "
+               "r2 <= 2); a head's parameters below the clamp act as 1e-2.", "links": [KERPLE]},
+    "FIRE": {"bugType": "BASIC", "description": "FIRE: the learned MLP of psi(p_i - p_j) / (psi(max(p_i, L)) + "
+             "1e-6), psi(x) = log(|c x| + 1), L = |L_multiplier 512|, added to the scaled logits; its weights are "
+             "entries of the weights dict.", "links": [FIRE]},
+    "T5": {"bugType": "BASIC", "description": "T5: the learned table rel_bias [num_buckets, heads] read at the "
+           "bucket of p_j - p_i (bidirectional buckets when not causal; logarithmic past num_buckets / 2 or / 4) "
+           "and added to the scaled logits.", "links": [T5]},
     "NoPE": {"bugType": "BASIC", "description": "No position encoding at all.", "links": [VASWANI]},
     "Padding": {"bugType": "EDGE_CASE", "description": "A padding mask: masked keys get no weight; rows of "
                 "masked queries are not graded.", "links": [HF_LLAMA, SDPA]},
@@ -67,12 +94,21 @@ class AttentionTest(TestSpec):
     positions: tuple = ()  # per batch row
     past_len: int = 0
     mask: tuple | None = None  # per batch row, P + s zeros and ones; None: no padding
+    l_multiplier: float = 1.0  # FIRE: the stored L_multiplier (L = |L_multiplier 512|)
 
 
-def _params(encoding="rope", causal=True, hkv=2, scaling=None, layout="half", rotary_dim=HEAD) -> dict:
+def _params(encoding="rope", causal=True, hkv=2, scaling=None, layout="half", rotary_dim=HEAD, **extra) -> dict:
     return {"num_heads": HQ, "num_kv_heads": hkv, "head_dim": HEAD, "d_model": D, "causal": causal,
-            "encoding": encoding, "base": 10000.0, "rotary_dim": rotary_dim, "layout": layout, "scaling": scaling}
+            "encoding": encoding, "base": 10000.0, "rotary_dim": rotary_dim, "layout": layout, "scaling": scaling,
+            **extra}
 
+
+def _kerple(variant, r1, r2, causal=True, hkv=2) -> dict:
+    return _params("kerple", causal, hkv, kerple_variant=variant, kerple_r1=list(r1), kerple_r2=list(r2))
+
+
+FIRE_HIDDEN = 8
+T5_BUCKETS = {"num_buckets": 32, "max_distance": 128}  # T5's defaults
 
 def _rows(*rows):
     return tuple(tuple(r) for r in rows)
@@ -116,6 +152,36 @@ def groups() -> list[GroupSpec]:
                 T("decode-cache-5", "Two new tokens at 5, 6 after a cache of 5.", ("ALiBi", "Causal", "KVCache"),
                   _rows((5, 6), (5, 6)), 5),
             )),)),
+        GroupSpec(FORWARD, "kerple", "KERPLE biases (log and power; one head's r1 below the clamp, one power "
+                  "exponent above 2).", (
+            TestGroupSpec(_kerple("log", (1.0, 0.5, 2.0, 0.005), (0.5, 1.0, 0.25, 3.0)), (
+                T("log-prefill-8", "Both rows at positions 0..7.", ("KERPLE", "Causal", "GQA"), SQ8),
+                T("log-decode-cache-5", "Two new tokens at 5, 6 after a cache of 5.", ("KERPLE", "Causal",
+                  "KVCache"), _rows((5, 6), (5, 6)), 5),
+            )),
+            TestGroupSpec(_kerple("power", (0.5, 1.0, 0.25, 2.0), (0.5, 1.5, 2.5, 0.005), causal=False), (
+                T("power-bidirectional-8", "Both rows at positions 0..7, every key visible.",
+                  ("KERPLE", "Bidirectional", "GQA"), SQ8),
+            )))),
+        GroupSpec(FORWARD, "fire-causal", "Causal attention with a FIRE bias (an MLP of width 8, L = 4 inside "
+                  "the prefill).", (TestGroupSpec(_params("fire", fire_hidden=FIRE_HIDDEN), (
+                      T("prefill-8", "Both rows at positions 0..7, L_multiplier 2^-7 (L = 4).",
+                        ("FIRE", "Causal", "GQA"), SQ8, 0, None, 2.0**-7),
+                      T("decode-at-300", "Two new tokens at 300, 301 after a cache of 5, L_multiplier 2^-4 "
+                        "(L = 32): the normalizer is psi(i).", ("FIRE", "Causal", "KVCache"),
+                        _rows((300, 301), (300, 301)), 5, None, 2.0**-4),
+                  )),)),
+        GroupSpec(FORWARD, "t5", "T5 relative-position buckets (32 buckets, max distance 128) reading a learned "
+                  "table.", (
+            TestGroupSpec(_params("t5", **T5_BUCKETS), (
+                T("causal-prefill-8", "Both rows at positions 0..7 (exact buckets).", ("T5", "Causal", "GQA"), SQ8),
+                T("causal-decode-at-40", "Two new tokens at 40, 41 after a cache of 5: distances 35..41 fall in "
+                  "the logarithmic buckets.", ("T5", "Causal", "KVCache"), _rows((40, 41), (40, 41)), 5),
+            )),
+            TestGroupSpec(_params("t5", causal=False, **T5_BUCKETS), (
+                T("bidirectional-8", "Both rows at positions 0..7: later keys in the upper half of the buckets.",
+                  ("T5", "Bidirectional", "GQA"), SQ8),
+            )))),
         GroupSpec(FORWARD, "nope-bidirectional-padding", "Bidirectional attention without encoding, with padding.", (
             TestGroupSpec(_params("none", causal=False), (
                 T("right-padding", "Row 1 right-padded by 3.", ("NoPE", "Bidirectional", "Padding"), SQ8, 0,
@@ -135,21 +201,49 @@ def groups() -> list[GroupSpec]:
     ]
 
 
+KERPLE_R = (0.005, 0.0625, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0)  # 0.005 below the clamp, 2.5 and 3 above
+                                                                     # power's
+
+
+def _fresh_extra(draw, kind, causal):
+    """(params extra, l_multiplier, start offset) of a drawn bias encoding."""
+    if kind == "kerple":
+        variant = draw.choice(("log", "power"))
+        return (dict(kerple_variant=variant, kerple_r1=[draw.choice(KERPLE_R[:8]) for _ in range(HQ)],
+                     kerple_r2=[draw.choice(KERPLE_R) for _ in range(HQ)]), 1.0, draw.integer(0, 64))
+    if kind == "fire":  # L from 2 to 510 (an odd multiple of 2^-k times 512): around the drawn positions
+        lm = (2 * draw.integer(0, 127) + 1) / 2.0 ** draw.integer(8, 12)
+        return dict(fire_hidden=FIRE_HIDDEN), lm, draw.integer(0, 600)
+    if kind == "t5":  # bidirectional: distances below 10, clear of the bucket edges 16, 32, 64
+        return dict(T5_BUCKETS), 1.0, draw.integer(0, 100) if causal else 0
+    return {}, 1.0, draw.integer(0, 4096) if kind in ("rope", "yarn") else 0
+
+
 def fresh_forward(draw) -> list:
-    kind = draw.choice(("rope", "yarn", "alibi", "none"))
+    kind = draw.choice(("rope", "yarn", "alibi", "none", "kerple", "fire", "t5"))
     causal = draw.choice((True, False))
     hkv = draw.choice((1, 2, 4))
     s, P = draw.integer(1, 6), draw.integer(0, 4) if causal else 0
-    start = P + (draw.integer(0, 4096) if kind in ("rope", "yarn") else 0)
+    extra, lm, offset = _fresh_extra(draw, kind, causal)
+    start = P + offset
     mask = None
     if draw.choice((False, True)):
         pad = draw.integer(1, max(1, P + s - 1))
         mask = _rows([1] * (P + s), [0] * pad + [1] * (P + s - pad))
-    params = _params("rope" if kind == "yarn" else kind, causal, hkv, YARN_SCALING if kind == "yarn" else None)
+    params = _params("rope" if kind == "yarn" else kind, causal, hkv, YARN_SCALING if kind == "yarn" else None,
+                     **extra)
     return [TestGroupSpec(params, (AttentionTest(
         "drawn", f"Drawn at run time: {kind}, causal={causal}, {hkv} kv heads, {s} tokens at {start} after a "
-        f"cache of {P}, padding={mask is not None}.", (), _rows(range(start, start + s), range(start, start + s)),
-        P, mask),))]
+        f"cache of {P}, padding={mask is not None}{_describe(extra, lm)}.", (),
+        _rows(range(start, start + s), range(start, start + s)), P, mask, lm),))]
+
+
+def _describe(extra, lm) -> str:
+    if "kerple_variant" in extra:
+        return f", KERPLE {extra['kerple_variant']} r1={extra['kerple_r1']} r2={extra['kerple_r2']}"
+    if "fire_hidden" in extra:
+        return f", FIRE L_multiplier {lm}"
+    return ""
 
 
 def build_forward(case_id, params, test):
@@ -159,7 +253,18 @@ def build_forward(case_id, params, test):
     d, dm = params["head_dim"], params["d_model"]
     shapes = {"hidden": (b, s, dm), "wq": (hq * d, dm), "wk": (hkv * d, dm), "wv": (hkv * d, dm),
               "wo": (dm, hq * d), "past_keys": (b, hkv, P, d), "past_values": (b, hkv, P, d)}
+    enc = params["encoding"]
+    if enc == "fire":
+        hidden = params["fire_hidden"]
+        shapes.update(fire_c=(1,), fire_w1=(hidden, 1), fire_b1=(hidden,), fire_w2=(hq, hidden), fire_b2=(hq,))
+    if enc == "t5":
+        shapes["t5_rel_bias"] = (params["num_buckets"], hq)
     arrays = {role: representable_inputs(case_id, shape, role) * SCALE[role] for role, shape in shapes.items()}
+    for role in BIAS_ROLES:
+        arrays.setdefault(role, np.zeros(0))
+    if enc == "fire":  # c > 0 as FIRE initialises it (0.1), at least 2^-10
+        arrays["fire_c"] = np.maximum(np.abs(arrays["fire_c"]), 2.0**-10)
+        arrays["fire_l_multiplier"] = np.array([test.l_multiplier])
     mask = np.ones((b, P + s), dtype=np.int64) if test.mask is None else np.array(test.mask, dtype=np.int64)
     arrays.update(positions=positions, attention_mask=mask)
     return {"past_len": P, "padding": test.mask is not None}, arrays
@@ -171,11 +276,22 @@ def config_of(params):
     return Config(int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"]),
                   bool(params["causal"]), params["encoding"], float(params.get("base", 10000.0)),
                   int(params.get("rotary_dim") or 0), params.get("layout", "half"), params.get("scaling"),
-                  int(params.get("seq_len") or 0))
+                  int(params.get("seq_len") or 0), params.get("kerple_variant", "log"),
+                  tuple(params.get("kerple_r1", ())), tuple(params.get("kerple_r2", ())),
+                  int(params.get("num_buckets", 32)), int(params.get("max_distance", 128)))
+
+
+def weights_of(params, inputs) -> dict:
+    """The weights dict of a case: wq, wk, wv, wo and the encoding's learned bias weights."""
+    weights = {n: inputs[n] for n in ("wq", "wk", "wv", "wo")}
+    weights.update({key: inputs[role] for role, key in BIAS_WEIGHTS.get(params["encoding"], {}).items()})
+    if params["encoding"] == "fire":
+        weights.update(c=float(weights["c"][0]), L_multiplier=float(weights["L_multiplier"][0]))
+    return weights
 
 
 def _call(params, inputs):
-    weights = {n: inputs[n] for n in ("wq", "wk", "wv", "wo")}
+    weights = weights_of(params, inputs)
     return (inputs["hidden"], weights, inputs["positions"], config_of(params)), dict(
         attention_mask=inputs["attention_mask"].astype(bool), past_keys=inputs["past_keys"],
         past_values=inputs["past_values"])
@@ -196,7 +312,8 @@ def exact_forward(params, inputs):
     from reference.attention import oracle
 
     with mpmath.workprec(240):
-        return {"expected": oracle.forward_exact(inputs["hidden"], inputs, inputs["positions"], params,
+        return {"expected": oracle.forward_exact(inputs["hidden"], weights_of(params, inputs), inputs["positions"],
+                                                 params,
                                                  inputs["attention_mask"].astype(bool), inputs["past_keys"],
                                                  inputs["past_values"])}
 
@@ -207,7 +324,12 @@ PARAMS_SCHEMA = {
     "properties": {
         "num_heads": {"type": "integer", "minimum": 1}, "num_kv_heads": {"type": "integer", "minimum": 1},
         "head_dim": {"type": "integer", "minimum": 1}, "d_model": {"type": "integer", "minimum": 1},
-        "causal": {"type": "boolean"}, "encoding": {"enum": ["rope", "alibi", "none"]},
+        "causal": {"type": "boolean"}, "encoding": {"enum": ["rope", "alibi", "none", "kerple", "fire", "t5"]},
+        "kerple_variant": {"enum": ["log", "power"]},
+        "kerple_r1": {"type": "array", "items": {"type": "number"}},
+        "kerple_r2": {"type": "array", "items": {"type": "number"}},
+        "fire_hidden": {"type": "integer", "minimum": 1},
+        "num_buckets": {"type": "integer", "minimum": 2}, "max_distance": {"type": "integer", "minimum": 2},
         "base": {"type": "number"}, "rotary_dim": {"type": "integer", "minimum": 0},
         "layout": {"enum": ["half", "interleaved"]}, "scaling": {"type": ["object", "null"]},
         "seq_len": {"type": "integer", "minimum": 0},
@@ -215,13 +337,13 @@ PARAMS_SCHEMA = {
     },
 }
 
-ROLES = ("hidden", "wq", "wk", "wv", "wo", "positions", "attention_mask", "past_keys", "past_values")
+ROLES = ("hidden", "wq", "wk", "wv", "wo", "positions", "attention_mask", "past_keys", "past_values", *BIAS_ROLES)
 
 PROTOCOLS = {
     FORWARD: VectorProtocol(
         FORWARD, {"hidden": "float64", "wq": "float64", "wk": "float64", "wv": "float64", "wo": "float64",
                   "positions": "int64", "attention_mask": "int64", "past_keys": "float64", "past_values": "float64",
-                  "expected": "float64"},
+                  **{role: "float64" for role in BIAS_ROLES}, "expected": "float64"},
         ROLES, PARAMS_SCHEMA, build_forward, compute_forward, shapes_forward, exact_forward, rounding="faithful",
         fresh=fresh_forward),
 }

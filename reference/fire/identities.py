@@ -61,3 +61,57 @@ def monotone() -> float:
         b = bias(np.array([i]), k, w, mode="golden")[:, 0, :]
         worst = max(worst, float(np.max(-np.diff(b, axis=-1), initial=0.0)))
     return max(worst, 0.0)
+
+
+# ---- the backward pass (reference/fire/backward.py) -----------------------------------------------
+
+# (queries, keys, L_multiplier, init_L): below the threshold, past it (decode), and L = 4 inside the
+# square (a tie at query 4, where torch.max splits the gradient).
+BACKWARD_CASES = ((np.arange(6), np.arange(6), 1.0, 512.0), (np.array([4095]), np.arange(0, 4096, 512), 1.0, 512.0),
+                  (np.arange(8), np.arange(8), 2.0**-7, 512.0))
+
+
+def adjoint_terms(G, qp, kp, w, d, init_L) -> tuple[float, int]:
+    """(N, K): N = sum_hij |G_hij| [|db2_h| + sum_k (|dW2_hk| a_k + |W2_hk| [p_k > 0] (|dW1_k| |x| + |W1_k|
+    (|dx_dc| |dc| + |dx_dL| init_L |dL_mult|) + |db1_k|))], the size of every term on either side, and
+    the derived count K = 2 hidden + H + sq sk + 20."""
+    from reference.fire.backward import features
+
+    f = features(qp, kp, w, init_L=init_L)
+    dx = np.abs(f["dx_dc"]) * abs(d["c"]) + np.abs(f["dx_dL"]) * init_L * abs(d["L_multiplier"])
+    dp = np.abs(d["W1"][:, 0]) * np.abs(f["x"])[..., None] + np.abs(w["W1"][:, 0]) * dx[..., None] + np.abs(d["b1"])
+    per = f["a"] @ np.abs(d["W2"]).T + (dp * f["active"]) @ np.abs(w["W2"]).T + np.abs(d["b2"])
+    heads, hidden = w["W2"].shape
+    return float(np.sum(np.abs(G) * np.moveaxis(per, -1, 0))), 2 * hidden + heads + qp.size * kp.size + 20
+
+
+@register(id="fire.backward-adjoint", bound=1.0,
+          statement="the VJP is the adjoint of the forward-mode JVP: sum over c, L_multiplier, W1, b1, W2, b2 of "
+          "<grad, d> = <G, J d> (queries below the threshold, a decode query past it, and a tie i = L), within "
+          "the derived bound K u N")
+def backward_adjoint() -> float:
+    """Residual: max over the cases of |lhs - rhs| / (K u N) (adjoint_terms). Bound 1.
+
+    Derivation: both sides use the same float64 features (x, the ReLU mask, dx/dc, dx/dL), so only
+    the linear algebra is compared; every term of either side is a product whose absolute value is
+    a term of N. lhs (bias_vjp): the sums over heads (H), hidden units (hidden) and entries
+    (sq sk), at most 4 products, and the fsum with d (2u): H + hidden + sq sk + 6. rhs (bias_jvp):
+    dx (3), dp (4), the sum over hidden units and its product, the two other terms (2), the product
+    with G and the fsum (2): hidden + 12. Together at most K = 2 hidden + H + sq sk + 20, first order."""
+    import math
+
+    from reference.fire.backward import bias_jvp, bias_vjp
+
+    rng = np.random.default_rng(20260116)
+    worst = 0.0
+    for qp, kp, lm, init_L in BACKWARD_CASES:
+        w = _weights(lm=lm)
+        d = _weights(seed=int(rng.integers(1 << 30)), lm=0.5)
+        d["c"] = 0.25
+        G = rng.uniform(-2, 2, (w["W2"].shape[0], qp.size, kp.size))
+        grads = bias_vjp(G, qp, kp, w, init_L=init_L)
+        lhs = math.fsum(float(p) for r, g in grads.items() for p in (np.asarray(g) * d[r]).reshape(-1))
+        rhs = math.fsum((G * bias_jvp(d, qp, kp, w, init_L=init_L)).reshape(-1).tolist())
+        N, K = adjoint_terms(G, qp, kp, w, d, init_L)
+        worst = max(worst, abs(lhs - rhs) / (K * 2.0**-53 * N))
+    return worst

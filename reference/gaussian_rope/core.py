@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 
 import mpmath
 import numpy as np
 
 from reference.rope import phase
 from reference.rope.layouts import pair_indices
-from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
+from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
 
 DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}  # seed document 002's example
@@ -67,6 +69,68 @@ def kernel(positions, kernel, mode="fast") -> np.ndarray:
 _kernel = kernel  # for the functions below, whose ``kernel`` argument is the parameters
 
 
+# ---- K(m) rounded once, for fast mode ------------------------------------------------------
+# Fast mode multiplies by float64(K(m)), K evaluated at phase.PREC_BITS and rounded once. K does
+# not depend on the pair, so it is rounded once per distinct |m| (K is even: it depends on m^2),
+# kept across calls (at most FAST_CACHE_POSITIONS values for each of FAST_CACHE_KERNELS kernels),
+# and not evaluated at all where it is certainly below half the smallest subnormal.
+FAST_CACHE_POSITIONS = 1 << 16
+FAST_CACHE_KERNELS = 8
+_fast_cache: OrderedDict = OrderedDict()
+_fast_lock = threading.Lock()
+
+
+def zero_from(params) -> int:
+    """The smallest M >= 0 such that float64(K(m)) == 0 for every |m| >= M (proved, not sampled).
+
+    K(m) <= (a1 + a2) exp(-m^2 / (2 s^2)) with s = max(s1, s2), and a value below 2^-1075 (half
+    the smallest subnormal) rounds to 0. That holds once m^2 > T = 2 s^2 (ln(a1 + a2) + 1075 ln 2);
+    T is evaluated at 100 bits (relative error far below the margin) and M = floor(sqrt(T)) + 2.
+    a1 = a2 = 0: K is 0 everywhere (M = 0)."""
+    a1, a2, s1, s2 = params
+    if a1 + a2 == 0:
+        return 0
+    with mpmath.workprec(100):
+        s = mpmath.mpf(max(s1, s2))
+        t = 2 * s * s * (mpmath.log(mpmath.mpf(a1) + mpmath.mpf(a2)) + 1075 * mpmath.log(2))
+        return 0 if t < 0 else int(mpmath.floor(mpmath.sqrt(t))) + 2
+
+
+def _fast_entry(params):
+    with _fast_lock:
+        entry = _fast_cache.get(params)
+        if entry is None:
+            entry = _fast_cache[params] = (zero_from(params), {})
+            while len(_fast_cache) > FAST_CACHE_KERNELS:
+                _fast_cache.popitem(last=False)
+        _fast_cache.move_to_end(params)
+        return entry
+
+
+def fast_kernel_values(flat, kernel) -> np.ndarray:
+    """float64 [len(flat)]: K(m) at phase.PREC_BITS rounded once (phase._to_double), for int64 flat
+    positions: exactly what ``phase._fast_factors`` gives for the factor of ``apply``, evaluated
+    once per distinct |m| below ``zero_from`` and 0.0 past it."""
+    params = check_kernel(kernel)
+    zero, known = _fast_entry(params)
+    values, inverse = np.unique(np.abs(flat), return_inverse=True)
+    out = np.zeros(values.size)
+    factor = None
+    for k, n in enumerate(values.tolist()):
+        if n >= zero:
+            break  # values are sorted: every later one is past the threshold too
+        v = known.get(n)
+        if v is None:
+            if factor is None:
+                factor = _factor(kernel)
+            v = phase._to_double(factor(phase.PREC_BITS, n))
+            with _fast_lock:
+                if len(known) < FAST_CACHE_POSITIONS:
+                    known[n] = v
+        out[k] = v
+    return out[inverse.reshape(-1)]
+
+
 def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", backend="cpu", mode="fast"):
     """K(m) R_m x, float64 [batch, seq, heads, head_dim] (the whole vector scaled by K(m)).
 
@@ -75,15 +139,18 @@ def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half",
     K(m) (a cos - b sin) (resp. K(m) x_j in the tail).
     """
     check_kernel(kernel)
-    out = check_x(x)
-    r = resolve_rotary_dim(rotary_dim, out.shape[3])
+    xa = as_x(x)
+    r = resolve_rotary_dim(rotary_dim, xa.shape[3])
     b = check_base(base)
     layout = check_layout(layout)
-    m = check_positions(positions, out.shape[:2])
+    m = check_positions(positions, xa.shape[:2])
     backend = check_backend(backend)
     mode = check_mode(mode)
+    # the cpu fast path only reads x (one pass into a new array); the others write into a copy
+    out = xa if (backend, mode) == ("cpu", "fast") else check_x(x)
     return phase.scaled_rotate(out, m, phase.ladder(r, b), _factor(kernel), r, layout, backend, mode,
-                               scale_tail=True)
+                               scale_tail=True, per_pair=False,
+                               fast_factors=lambda flat: fast_kernel_values(flat, kernel))
 
 
 def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", mode="fast"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -48,6 +49,21 @@ NOTES = {
     },
     "WideKernel": {"bugType": "FUNCTIONALITY", "description": "A wide kernel (widths 64 and 1024) at "
                    "head 128: K stays well above underflow up to thousands of positions.", "links": [ROFORMER]},
+    "ShapeMatrix": {"bugType": "FUNCTIONALITY", "description": "A case of the serving shape matrix (fresh only): "
+                    "batched decode, tile-boundary lengths and head counts, with a kernel wide enough (widths "
+                    "1024 and 65536) that K(m) carries every row's rotation up to position 131071. "
+                    "`--shapes full` grades the whole matrix, a default run a few cheap cases.",
+                    "links": [ROFORMER]},
+    "BatchedDecode": {"bugType": "FUNCTIONALITY", "description": "Continuous-batching decode: several rows of "
+                      "one token each, every row at its own position (0 and 131071 among them). A fused kernel "
+                      "that rotates or scales only batch row 0 there passes every batch-1 case.",
+                      "links": [ROFORMER]},
+    "TileBoundary": {"bugType": "EDGE_CASE", "description": "A sequence length at, just below or just above a "
+                     "power-of-two tile (1 to 1000 tokens): a kernel that leaves a partial tile unrotated fails.",
+                     "links": [ROFORMER]},
+    "HeadCount": {"bugType": "EDGE_CASE", "description": "A head count of real models (1 to 64), never equal to "
+                  "the batch or sequence size, so that code confusing two axes cannot pass by coincidence.",
+                  "links": [ROFORMER]},
 }
 
 
@@ -168,7 +184,7 @@ def exact_score(params: dict, inputs: dict) -> dict:
                                            params["rotary_dim"], params["base"], params["layout"], params["kernel"])}
 
 
-def fresh_groups(draw) -> list:
+def _drawn_case(draw) -> list:
     """One case drawn at run time: a kernel, a layout and positions (reference.golden.fresh)."""
     kernel = {"a1": draw.integer(1, 9) / 10, "a2": draw.integer(1, 9) / 10,
               "s1": float(draw.integer(2, 64)), "s2": float(draw.integer(16, 512))}
@@ -178,6 +194,63 @@ def fresh_groups(draw) -> list:
     flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
     return [TestGroupSpec(gaussian_params(2 * draw.integer(2, 64), layout, kernel), (
         _t("drawn", f"Drawn at run time: kernel {kernel}, {b} x {s} positions.", (flag,), rows),))]
+
+
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# tile-boundary lengths and head counts, every position drawn from the run's seed. The kernel is
+# wide (K(131071) = 0.068) so that far rows are not all zeros: with seed 002's kernel K underflows
+# past m = 771 and a row left unrotated there would still match 0 within the floor. Sizes: the
+# golden reference settles every output in mpmath (about 80 us each), so the matrix keeps the
+# shapes and drops the bulk: head 8 (4 pairs), one row per prefill, one head past 100 tokens,
+# two tokens per head count: about 22 000 outputs, 2 s.
+SHAPE_KERNEL = {"a1": 0.5, "a2": 0.5, "s1": 1024.0, "s2": 65536.0}
+SHAPE_HEAD_DIM = 8
+SAMPLE_KINDS = ("decode", "seq", "heads")
+SAMPLE_MAX_TOKEN_HEADS = 400  # the default sample draws among cases of at most this many (token, head)s
+
+
+def _shape_case(kind, name, comment, flags, rows, heads, layout):
+    flag = "Interleaved" if layout == "interleaved" else "HalfSplit"
+    test = GaussianTest(f"shape-{name}-{layout}", f"Drawn at run time (kernel {SHAPE_KERNEL}, head "
+                        f"{SHAPE_HEAD_DIM}): {comment}", tuple(flags) + (flag, "ShapeMatrix"),
+                        tuple(tuple(r) for r in rows), heads)
+    return kind, TestGroupSpec(gaussian_params(SHAPE_HEAD_DIM, layout, SHAPE_KERNEL), (test,), SEED_DOC)
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both pair layouts, the tile
+    lengths and head counts alternating between them."""
+    far, out, layouts = serving.FAR_POSITION, [], ("half", "interleaved")
+    for layout in layouts:
+        for b in serving.DECODE_BATCHES:
+            # Row 0 is never position 0 (K(0) R_0 is the identity); rows 1 and b-1 are the
+            # farthest apart a 128K context allows.
+            rows = serving.decode_rows(draw, b, far)
+            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                                   f"position ({rows[:3]}...; 0 and {far} included).", ("BatchedDecode", "RowOffsets"),
+                                   [(p,) for p in rows], serving.heads_unlike(b, 1), layout))
+    for k, n in enumerate(serving.TILE_LENGTHS):
+        start = draw.integer(0, far - n)
+        heads = 1 if n > 100 else serving.heads_unlike(1, n)
+        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
+                               ("TileBoundary",), [range(start, start + n)], heads, layouts[k % 2]))
+    for k, h in enumerate(serving.HEAD_COUNTS):
+        rows = [draw.integers(0, 65535, 2)]
+        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
+                               ("HeadCount",), rows, h, layouts[k % 2]))
+    return out
+
+
+def _token_heads(tg) -> int:
+    test = tg.tests[0]
+    return len(test.positions) * len(test.positions[0]) * test.heads
+
+
+def fresh_groups(draw, shapes="sample") -> list:
+    """gaussian_rope.apply's fresh cases: one drawn case, then the shape matrix: all of it when
+    ``shapes`` is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
+    groups = _drawn_case(draw)
+    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
 
 
 def build_apply(case_id: str, params: dict, test: GaussianTest):

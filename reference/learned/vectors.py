@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -126,6 +127,33 @@ NOTES: dict[str, dict] = {
         "it only at initialisation). HF RoBERTa looks the row up like any other; an "
         "implementation that masks padding tokens out instead of reading row padding_idx fails.",
         "links": [HF_ROBERTA, TORCH_EMBEDDING],
+    },
+    "ShapeMatrix": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A case of the serving shape matrix (fresh only): batched decode, "
+        "tile-boundary lengths and model widths, every position inside the table. `--shapes full` "
+        "grades the whole matrix, a default run one case of each kind.",
+        "links": [HF_GPT2],
+    },
+    "BatchedDecode": {
+        "bugType": "FUNCTIONALITY",
+        "description": "Continuous-batching decode: several rows of one token each, every row at "
+        "its own position (0 and the table's last one among them). Code that takes the positions "
+        "of row 0 for every row passes every batch-1 case.",
+        "links": [HF_GPT2],
+    },
+    "TileBoundary": {
+        "bugType": "EDGE_CASE",
+        "description": "A sequence length at, just below or just above a power-of-two tile (1 to "
+        "1000 tokens): a gather kernel that drops or repeats the last partial tile fails.",
+        "links": [HF_GPT2],
+    },
+    "ModelWidth": {
+        "bugType": "EDGE_CASE",
+        "description": "A table width other than the catalog's 8 (1, 3, 40, 768 and 1024 columns), "
+        "never equal to the batch or sequence size, so that code confusing two axes cannot pass "
+        "by coincidence.",
+        "links": [BERT_CONFIG],
     },
 }
 
@@ -245,7 +273,7 @@ def groups() -> list[GroupSpec]:
     ]
 
 
-def fresh_lookups(draw) -> list[TestGroupSpec]:
+def _drawn_lookups(draw) -> list[TestGroupSpec]:
     """Drawn at run time (reference.golden.fresh): one model, a lookup at random positions below
     its wall (RoBERTa: pads -1 among them) and one with a random token past the wall, which must
     raise. Tables and x are seeded by the fresh case ids."""
@@ -265,6 +293,61 @@ def fresh_lookups(draw) -> list[TestGroupSpec]:
               "wall, so the lookup must raise.", ("LengthWall",), beyond, must_raise=True),
     )
     return [TestGroupSpec(params, tests, model["source"])]
+
+
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# tile-boundary lengths and table widths (a lookup has no heads axis; its width is the axis an
+# implementation could confuse with the batch or the sequence), every position drawn from the
+# run's seed and inside the table (0 and the last position included). A lookup is one addition
+# per value, so the matrix keeps rope.apply's sizes: two rows per prefill; about 47 000 values.
+SAMPLE_KINDS = ("decode", "seq", "width")
+WIDTHS = (1, 3, 40, 768, 1024)
+
+
+def _last_position(params) -> int:
+    """The largest position with a row (RoBERTa: padding_idx + 1 rows before position 0)."""
+    roberta = params["variant"] == "roberta"
+    return params["num_positions"] - 1 - (params["padding_idx"] + 1 if roberta else 0)
+
+
+def _shape_case(kind, name, comment, flags, rows, model, d_model=D_MODEL):
+    params = {**MODELS[model]["params"], "d_model": d_model}
+    extra = ("RobertaOffset",) if params["variant"] == "roberta" else ()
+    test = _test(f"shape-{name}-{model}", f"Drawn at run time ({model}'s table, {d_model} columns): {comment}",
+                 tuple(flags) + extra + ("ShapeMatrix",), rows)
+    return kind, TestGroupSpec(params, (test,), MODELS[model]["source"])
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole matrix: batched decode on GPT-2's and RoBERTa's
+    tables, the tile lengths on GPT-2's (1024 rows hold 1000 tokens), the widths on BERT's."""
+    out = []
+    for model in ("gpt2", "roberta-base"):
+        last = _last_position(MODELS[model]["params"])
+        for b in serving.DECODE_BATCHES:
+            rows = serving.decode_rows(draw, b, last)
+            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                                   f"position ({rows[:3]}...; 0 and {last} included).",
+                                   ("Decode", "RowOffsets", "BatchedDecode"), [(p,) for p in rows], model))
+    last = _last_position(MODELS["gpt2"]["params"])
+    for n in serving.TILE_LENGTHS:
+        starts = serving.distinct_rows(draw, 2, 0, last + 1 - n, {})
+        out.append(_shape_case("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {starts}.",
+                               ("Prefill", "RowOffsets", "TileBoundary"),
+                               [range(s0, s0 + n) for s0 in starts], "gpt2"))
+    last = _last_position(MODELS["bert-base"]["params"])
+    for d in WIDTHS:
+        rows = [draw.integers(0, last, 5) for _ in range(2)]
+        out.append(_shape_case("width", f"width-{d}", f"2 rows of 5 tokens at drawn positions, {d} columns.",
+                               ("ModelWidth",), rows, "bert-base", d))
+    return out
+
+
+def fresh_lookups(draw, shapes="sample") -> list[TestGroupSpec]:
+    """learned.lookup's fresh cases: the drawn lookups, then the shape matrix: all of it when
+    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
+    groups = _drawn_lookups(draw)
+    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw)
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.rope import phase
-from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
+from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
 
 VARIANTS = ("qwen2", "qwen3")
@@ -38,7 +38,7 @@ def apply(x, positions, *, mrope_section, variant="qwen2", rotary_dim=None, base
     fast: cos/sin of each stream from reference.rope (the chosen backend), picked per pair, rotated in
     float64. golden: every output the nearest double to the exact a cos - b sin (a sin + b cos).
     """
-    out = check_x(x)
+    out = as_x(x)  # may be the caller's array: the cpu fast path only reads it
     r = resolve_rotary_dim(rotary_dim, out.shape[3])
     layout = check_layout(layout)
     pos = np.asarray(positions)
@@ -48,4 +48,6 @@ def apply(x, positions, *, mrope_section, variant="qwen2", rotary_dim=None, base
     which = streams(r, mrope_section, variant)
     backend, mode = check_backend(backend), check_mode(mode)
     table = phase.ladder(r, check_base(base))
+    if (backend, mode) != ("cpu", "fast"):
+        out = check_x(x)  # the other paths rotate a private copy in place
     return phase.rotate_streams(out, pos, which, np.arange(r // 2), table, layout, backend, mode)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -31,6 +32,20 @@ NOTES = {
     "ImageBlock": {"bugType": "FUNCTIONALITY", "description": "Text, then an image block whose tokens have "
                    "t = start, h = start + row, w = start + column, then text resuming at max + 1 (the "
                    "get_rope_index rule).", "links": [QWEN2_VL]},
+    "ShapeMatrix": {"bugType": "FUNCTIONALITY", "description": "A case of the serving shape matrix (fresh only): "
+                    "batched decode, tile-boundary lengths and head counts, at head 16 with the models' "
+                    "section patterns scaled down (qwen2 [2, 3, 3], qwen3 [4, 2, 2]). `--shapes full` grades "
+                    "the whole matrix, a default run a few cheap cases.", "links": [QWEN2_VL, QWEN3_VL]},
+    "BatchedDecode": {"bugType": "FUNCTIONALITY", "description": "Continuous-batching decode: several rows of "
+                      "one token each, every row at its own (t, h, w), with t, h and w different from each "
+                      "other (0 and 131071 among them). Code that takes the positions of row 0 for every "
+                      "row, or rotates only row 0, passes every batch-1 case.", "links": [QWEN2_VL]},
+    "TileBoundary": {"bugType": "EDGE_CASE", "description": "A sequence length at, just below or just above a "
+                     "power-of-two tile (1 to 1000 tokens), text and an image block: a kernel that leaves a "
+                     "partial tile unrotated fails.", "links": [QWEN2_VL]},
+    "HeadCount": {"bugType": "EDGE_CASE", "description": "A head count of real models (1 to 64), never equal to "
+                  "the batch or sequence size, so that code confusing two axes cannot pass by coincidence.",
+                  "links": [QWEN2_VL]},
 }
 
 
@@ -82,7 +97,7 @@ def groups() -> list[GroupSpec]:
             _group("qwen3-vl", [24, 20, 20], "qwen3", 5e6, "Qwen3VL", QWEN3_VL)] + positions_groups()
 
 
-def fresh_groups(draw) -> list:
+def _drawn_case(draw) -> list:
     variant = draw.choice(("qwen2", "qwen3"))
     section = [16, 24, 24] if variant == "qwen2" else [24, 20, 20]
     start = draw.integer(0, 20000)
@@ -90,6 +105,92 @@ def fresh_groups(draw) -> list:
     shift = tuple(tuple(tuple(v + start for v in row) for row in s) for s in (t, h, w))
     return [TestGroupSpec(mrope_params(section, variant, draw.choice((1e6, 5e6))), (
         _t("drawn", f"Drawn at run time: an image block after {start} positions.", (), shift),))]
+
+
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# tile-boundary lengths and head counts, every position drawn from the run's seed. Sizes: the
+# golden reference settles every output in mpmath (about 60 us each), so the matrix keeps the
+# shapes and drops the bulk: head 16 with the models' section patterns scaled down (qwen2's
+# consecutive [2, 3, 3], qwen3's interleaved [4, 2, 2]), one row per prefill, one head past 100
+# tokens, two tokens per head count: about 45 000 outputs, 3 s.
+SHAPE_CONFIGS = {"qwen2": ([2, 3, 3], 1e6), "qwen3": ([4, 2, 2], 5e6)}
+SAMPLE_KINDS = ("decode", "seq", "heads")
+SAMPLE_MAX_TOKEN_HEADS = 400  # the default sample draws among cases of at most this many (token, head)s
+
+
+def _shape_params(variant) -> dict:
+    section, base = SHAPE_CONFIGS[variant]
+    return {**mrope_params(section, variant, base), "head_dim": 16, "rotary_dim": 16}
+
+
+def _shape_case(kind, name, comment, flags, streams3, heads, variant):
+    test = MropeTest(f"shape-{name}-{variant}", f"Drawn at run time ({variant}'s section pattern at head 16): "
+                     f"{comment}", tuple(flags) + ("ShapeMatrix",), tuple(streams3), heads)
+    return kind, TestGroupSpec(_shape_params(variant), (test,), QWEN2_VL if variant == "qwen2" else QWEN3_VL)
+
+
+def _thw_tokens(draw, count, far, fixed_text=None):
+    """``count`` tokens of distinct t, each with h = t + dr and w = h + dc (dr, dc in [1, 64]) so
+    that every stream differs; token 1 has w = far, token ``fixed_text`` is text at (0, 0, 0)."""
+    ts = serving.distinct_rows(draw, count, 1, far - 129, {} if fixed_text is None else {fixed_text: 0})
+    out = []
+    for k, t in enumerate(ts):
+        dr, dc = draw.integer(1, 64), draw.integer(1, 64)
+        if k == fixed_text:
+            out.append((0, 0, 0))
+        elif k == 1:
+            out.append((far - dr - dc, far - dc, far))
+        else:
+            out.append((t, t + dr, t + dr + dc))
+    return out
+
+
+def _tile_row(draw, n, far):
+    """(t, h, w) rows of one sequence of n tokens: text, an image block of rows x cols patches and
+    text again (get_rope_index's rule, image_block), from a drawn start."""
+    before = draw.integer(0, min(3, n - 1))
+    cols = draw.integer(1, min(n - before, 16))
+    rows = (n - before) // cols
+    streams = image_block(before, rows, cols, n - before - rows * cols)
+    start = draw.integer(0, far - 2 * n)
+    return tuple(tuple(tuple(v + start for v in row) for row in s) for s in streams), (before, rows, cols, start)
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both variants, the tile
+    lengths and head counts alternating between them."""
+    far, out, variants = serving.FAR_POSITION, [], ("qwen2", "qwen3")
+    for variant in variants:
+        for b in serving.DECODE_BATCHES:
+            toks = _thw_tokens(draw, b, far, b - 1 if b > 2 else None)
+            streams3 = tuple(tuple((tok[k],) for tok in toks) for k in range(3))
+            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                                   f"(t, h, w) ({toks[:2]}...; w = {far} in row 1).", ("BatchedDecode", "ImageBlock"),
+                                   streams3, serving.heads_unlike(b, 1), variant))
+    for k, n in enumerate(serving.TILE_LENGTHS):
+        streams3, (before, rows, cols, start) = _tile_row(draw, n, far)
+        heads = 1 if n > 100 else serving.heads_unlike(1, n)
+        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens: {before} text, a {rows} x {cols} image block and "
+                               f"text, from position {start}; {heads} head(s).", ("TileBoundary", "ImageBlock"),
+                               streams3, heads, variants[k % 2]))
+    for k, h in enumerate(serving.HEAD_COUNTS):
+        toks = _thw_tokens(draw, 2, far)
+        streams3 = tuple((tuple(tok[j] for tok in toks),) for j in range(3))
+        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn (t, h, w) {toks}.",
+                               ("HeadCount",), streams3, h, variants[k % 2]))
+    return out
+
+
+def _token_heads(tg) -> int:
+    test = tg.tests[0]
+    return len(test.positions[0]) * len(test.positions[0][0]) * test.heads
+
+
+def fresh_groups(draw, shapes="sample") -> list:
+    """mrope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
+    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
+    groups = _drawn_case(draw)
+    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
 
 
 @dataclass(frozen=True)

@@ -514,24 +514,59 @@ def scaled_cos_sin(m, table, factor, backend, mode):
     return c.reshape(shape), s.reshape(shape)
 
 
-def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail=False):
+def stream_cos_sin(streams, table, backend="cpu"):
+    """(cos, sin [S, U, n], index [S, ...]): the fast cos/sin of each stream's distinct positions
+    (stream_kernels.stream_tables), as ``scaled_rotate`` and ``rotate_streams`` use them on the cpu
+    backend; a caller rotating several tensors at the same positions computes them once."""
+    from . import stream_kernels
+
+    return stream_kernels.stream_tables(streams, lambda p: _cos_sin(p, table, backend, "fast"))
+
+
+def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail=False, per_pair=True,
+                  fast_factors=None, tables=None):
     """f times the rotation of ``_rotate``, f = factor(prec, m, i) an mpf amplitude per position m
     and pair i (i None: the tail). The tail past r is copied as is, or (scale_tail) multiplied by
     factor(prec, m, None) (Gaussian-kernel RoPE scales the whole vector, an attention factor only
     cos and sin, xPos each pair by its own zeta_i). golden: every output the nearest double to
-    the exact product, subnormals included."""
+    the exact product, subnormals included; ``out`` is written in place and returned.
+
+    fast: each output the fast rotation (a c - b s, a s + b c) times float64(f), the amplitude
+    rounded once (the same operations whatever the backend). per_pair=False declares that f
+    depends on the position only (the same for every pair and the tail): it is then rounded once
+    per distinct position. fast_factors: None, or a callable(flat int64 positions) -> float64
+    [n] (per_pair=False) or [n, r/2], the rounded amplitudes, for a family that computes them
+    faster than one mpmath call per position. The cpu backend reads ``out`` once and returns a
+    new array (stream_kernels.rotate: one pass; ``tables``: ``stream_cos_sin(m[None], table)``
+    if the caller has it already); the others rotate ``out`` in place.
+    """
     m = np.asarray(m)
     if mode == "fast":
         from .layouts import pair_indices
 
         flat = m.reshape(-1)
-        f = _fast_factors(factor, flat, r // 2).reshape(m.shape + (r // 2,))
+        if fast_factors is not None:
+            f = np.asarray(fast_factors(flat), dtype=np.float64)
+        else:
+            f = _fast_factors(factor, flat, r // 2, per_pair=per_pair)
+        f = f.reshape(m.shape + ((r // 2,) if per_pair else ()))
+        tail = None
+        if scale_tail and out.shape[3] > r:
+            tail = f if not per_pair else _fast_factors(
+                lambda prec, p, i: factor(prec, p, None), flat, 1, per_pair=False).reshape(m.shape)
+        if backend == "cpu" and out.size:
+            from . import stream_kernels
+
+            c, s, index = tables if tables is not None else stream_cos_sin(m[None], table, backend)
+            pairs = r // 2
+            return stream_kernels.rotate(out, c, s, index, np.zeros(pairs, dtype=np.int64), np.arange(pairs),
+                                         layout, factor=f, tail=tail)
         rotated = _rotate(out, m, table, r, layout, backend, "fast")
         first, second = pair_indices(r, layout)
-        rotated[..., first] *= f[:, :, None, :]
-        rotated[..., second] *= f[:, :, None, :]
-        if scale_tail and rotated.shape[3] > r:
-            tail = np.array([_to_double(factor(PREC_BITS, int(p), None)) for p in flat]).reshape(m.shape)
+        g = f[:, :, None, :] if per_pair else f[:, :, None, None]
+        rotated[..., first] *= g
+        rotated[..., second] *= g
+        if tail is not None:
             rotated[..., r:] *= tail[:, :, None, None]
         return rotated
     half = r // 2
@@ -556,15 +591,16 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
     return out
 
 
-def _fast_factors(factor, flat, pairs):
-    """float64 [len(flat), pairs]: factor(PREC_BITS, m, i) rounded, once per distinct (m, i)."""
-    out = np.empty((flat.size, pairs))
-    seen: dict = {}
-    for t, p in enumerate(flat.tolist()):
-        if p not in seen:
-            seen[p] = [_to_double(factor(PREC_BITS, p, i)) for i in range(pairs)]
-        out[t] = seen[p]
-    return out
+def _fast_factors(factor, flat, pairs, *, per_pair=True):
+    """float64 [len(flat), pairs]: factor(PREC_BITS, m, i) rounded, once per distinct (m, i);
+    per_pair=False: float64 [len(flat)], factor(PREC_BITS, m, None) once per distinct m."""
+    values, inverse = np.unique(flat, return_inverse=True)
+    if per_pair:
+        per = [[_to_double(factor(PREC_BITS, p, i)) for i in range(pairs)] for p in values.tolist()]
+        table = np.array(per, dtype=np.float64).reshape(values.size, pairs)
+    else:
+        table = np.array([_to_double(factor(PREC_BITS, p, None)) for p in values.tolist()], dtype=np.float64)
+    return table[inverse.reshape(-1)]
 
 
 def _scaled(factor, table, m, i, u, v):
@@ -582,16 +618,25 @@ def _scaled(factor, table, m, i, u, v):
 
 
 def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, backend, mode, *, first_token=0):
-    """Rotate pair i of ``out`` [batch, seq, heads, 2P] (in place) by m * theta_e with m the position
-    of stream ``stream_of_pair[i]`` and e = ``entry_of_pair[i]`` a table entry: streams int
-    [S, batch, seq]. Tokens before ``first_token`` are left alone (CLS). fast: each stream's cos/sin
-    table from the backend, picked per pair; golden: every output the nearest double (Ziv's loop)."""
+    """Rotate pair i of ``out`` [batch, seq, heads, 2P] by m * theta_e with m the position of stream
+    ``stream_of_pair[i]`` and e = ``entry_of_pair[i]`` a table entry: streams int [S, batch, seq].
+    Tokens before ``first_token`` are left alone (CLS); elements past the 2P rotated ones too.
+    fast: each stream's cos/sin table from the backend, picked per pair, a c - b s and a s + b c
+    in float64; the cpu backend reads ``out`` once and returns a new array
+    (stream_kernels.rotate: one pass), the others rotate ``out`` in place and return it.
+    golden: every output the nearest double (Ziv's loop), in place."""
     from .layouts import pair_indices
 
     pairs = len(stream_of_pair)
     first, second = pair_indices(2 * pairs, layout)
     rows = slice(first_token, None)
     if mode == "fast":
+        if backend == "cpu":
+            from . import stream_kernels
+
+            c, s, index = stream_cos_sin(streams, table, backend)
+            return stream_kernels.rotate(out, c, s, index, stream_of_pair, entry_of_pair, layout,
+                                         first_token=first_token)
         cs = [_cos_sin(np.ascontiguousarray(s), table, backend, "fast") for s in streams]
         cos = np.stack([cs[s][0][..., e] for s, e in zip(stream_of_pair, entry_of_pair)], axis=-1)[:, rows, None, :]
         sin = np.stack([cs[s][1][..., e] for s, e in zip(stream_of_pair, entry_of_pair)], axis=-1)[:, rows, None, :]

@@ -30,6 +30,8 @@ import numpy as np
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.golden.shapes import (DECODE_BATCHES, FAR_POSITION, HEAD_COUNTS, LONG_PREFILL, TILE_LENGTHS, decode_rows,
+                                     heads_unlike, select)
 from reference.rope import module_vectors
 
 # --------------------------------------------------------------------------------------------
@@ -617,39 +619,13 @@ def _fresh_rotations(draw, protocol):
 # a default run a sample (SAMPLE_KINDS: one case of each kind). The tensor-layout cases are in the
 # full matrix only: an adapter written before spec.tensor_layout existed does not know to raise
 # Unsupported for them, and a default run must keep grading it as before.
-DECODE_BATCHES = (2, 7, 64)
-TILE_LENGTHS = (1, 3, 63, 64, 65, 113, 127, 128, 129, 1000)
-HEAD_COUNTS = (1, 3, 8, 32, 40, 64)
 PARTIAL_HEAD_DIMS = (64, 80, 96, 128, 256)  # the catalog's head sizes; rotary_dim = head_dim / 4
-LONG_PREFILL = 8192
-FAR_POSITION = 131071  # the last position of a 128K context
 SAMPLE_KINDS = ("decode", "seq", "heads", "dim", "inplace")
 
 
 def _shape_config(layout):
     name = "llama3-d128" if layout == "half" else "llama2-d128-meta"
     return name, MODELS[name]
-
-
-def _heads_unlike(*sizes, choices=(3, 8, 32)):
-    """The first head count of ``choices`` equal to none of the batch and sequence sizes (so
-    that an implementation that confuses two axes cannot pass by coincidence)."""
-    return next(h for h in choices if h not in sizes)
-
-
-def _distinct_rows(draw, count, low, high, fixed):
-    """``count`` distinct positions in [low, high] (drawn), with fixed {row: position} set."""
-    rows, seen = [], set(fixed.values())
-    for k in range(count):
-        if k in fixed:
-            rows.append(fixed[k])
-            continue
-        p = draw.integer(low, high)
-        while p in seen:
-            p = low + (p - low + 1) % (high - low + 1)
-        seen.add(p)
-        rows.append(p)
-    return rows
 
 
 def _shape_test(kind, name, comment, flags, positions, heads, layout, **extra):
@@ -667,18 +643,17 @@ def shape_matrix(draw) -> list:
         for b in DECODE_BATCHES:
             # Row 0 is never position 0 (there a rotation is the identity); rows 1 and b-1 are
             # the farthest apart a 128K context allows.
-            rows = _distinct_rows(draw, b, 1, FAR_POSITION - 1, {1: FAR_POSITION, b - 1: 0} if b > 2
-                                  else {1: FAR_POSITION})
+            rows = decode_rows(draw, b, FAR_POSITION)
             out.append(_shape_test("decode", f"decode-b{b}", f"continuous-batching decode: {b} rows of one "
                                    f"token each, each row at its own position ({rows[:3]}...; 0 and {FAR_POSITION} "
                                    "included).", ("Decode", "RowOffsets", "LongContext", "BatchedDecode"),
-                                   tuple((p,) for p in rows), _heads_unlike(b, 1), layout))
+                                   tuple((p,) for p in rows), heads_unlike(b, 1), layout))
         for n in TILE_LENGTHS:
             starts = (draw.integer(0, 4096), draw.integer(0, FAR_POSITION - n))
             out.append(_shape_test("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}: "
                                    "a length at or around a power-of-two tile.",
                                    ("Prefill", "RowOffsets", "TileBoundary"),
-                                   tuple(tuple(range(s0, s0 + n)) for s0 in starts), _heads_unlike(2, n), layout))
+                                   tuple(tuple(range(s0, s0 + n)) for s0 in starts), heads_unlike(2, n), layout))
         for h in HEAD_COUNTS:
             rows = tuple(tuple(draw.integers(0, 65535, 5)) for _ in range(2))
             out.append(_shape_test("heads", f"heads-{h}", f"{h} heads, 2 rows of 5 tokens at drawn positions.",
@@ -696,7 +671,7 @@ def shape_matrix(draw) -> list:
                                f"position {start}.", ("Prefill", "LongPrefill"),
                                (tuple(range(start, start + LONG_PREFILL)),), 3, layout))
         # Tensor layouts: the same kinds of batch in [b, h, s, d] and token-flattened form.
-        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        rows = decode_rows(draw, 7, FAR_POSITION)
         out.append(_shape_test("tensor-layout", "bhsd-decode-b7", f"batched decode (7 rows, positions {rows[:3]}"
                                "...) handed over as x [b, h, s, d] (HF attention's layout).",
                                ("BatchedDecode", "TensorLayout"), tuple((p,) for p in rows), 3, layout,
@@ -713,12 +688,12 @@ def shape_matrix(draw) -> list:
                                f"into x [total_tokens, h, d] (cu_seqlens {list(bounds)}), each continuing from "
                                f"its own cache length {offsets}.", ("TensorLayout", "Varlen", "RowOffsets"),
                                (packed,), 3, layout, tensor_layout="thd", cu_seqlens=bounds))
-        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        rows = decode_rows(draw, 7, FAR_POSITION)
         out.append(_shape_test("tensor-layout", "thd-decode-b7", "7 decode tokens of 7 sequences packed into "
                                "x [7, h, d] (cu_seqlens 0..7).", ("BatchedDecode", "TensorLayout", "Varlen"),
                                (tuple(rows),), 3, layout, tensor_layout="thd", cu_seqlens=tuple(range(8))))
         # In-place kernels: spec.inplace allows writing into x.
-        rows = _distinct_rows(draw, 7, 1, FAR_POSITION - 1, {1: FAR_POSITION, 6: 0})
+        rows = decode_rows(draw, 7, FAR_POSITION)
         out.append(_shape_test("inplace", "inplace-decode-b7", "batched decode with spec.inplace: the adapter "
                                "may write into x; the written x is graded.", ("BatchedDecode", "InPlace"),
                                tuple((p,) for p in rows), 3, layout, inplace=True))
@@ -732,16 +707,8 @@ def shape_matrix(draw) -> list:
 def fresh_apply(draw, shapes="sample"):
     """rope.apply's fresh cases: two drawn configurations, then the shape matrix: all of it when
     ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
-    if shapes not in ("sample", "full"):
-        raise ValueError(f"shapes must be 'sample' or 'full', got {shapes!r}")
     groups = _fresh_rotations(draw, "rope.apply")
-    matrix = shape_matrix(draw)
-    if shapes == "full":
-        return groups + [tg for _, tg in matrix]
-    for kind in SAMPLE_KINDS:
-        choices = [tg for k, tg in matrix if k == kind]
-        groups.append(choices[draw.integer(0, len(choices) - 1)])
-    return groups
+    return groups + select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw)
 
 
 def fresh_frequencies(draw):

@@ -6,7 +6,7 @@ import mpmath
 import numpy as np
 
 from reference.rope import phase
-from reference.rope._validate import check_backend, check_base, check_layout, check_mode, check_x
+from reference.rope._validate import as_x, check_backend, check_base, check_layout, check_mode, check_x
 from reference.rope.layouts import pair_indices
 
 
@@ -28,7 +28,7 @@ def apply(x, coords, *, base=100.0, layout="interleaved", order=("x", "y"), cls_
     x f_x[h, i] + y f_y[h, i] (base and order unused). Mixed fast mode rounds that angle once in
     float64 and takes numpy's cos/sin (error about 2^-53 |angle| + 1 ulp); golden mode is the
     correctly rounded value of the exact angle."""
-    out = check_x(x)
+    out = as_x(x)  # may be the caller's array: written only after the private copy below
     c = np.asarray(coords)
     if c.shape != out.shape[:2] + (2,) or c.dtype.kind not in "iu":
         raise ValueError(f"coords: must be integers of shape {out.shape[:2] + (2,)}, got {c.shape} {c.dtype}")
@@ -36,6 +36,8 @@ def apply(x, coords, *, base=100.0, layout="interleaved", order=("x", "y"), cls_
         raise ValueError(f"cls_tokens: must be from 0 to seq, got {cls_tokens!r}")
     layout, backend, mode = check_layout(layout), check_backend(backend), check_mode(mode)
     c = c.astype(np.int64)
+    if freqs is not None or (backend, mode) != ("cpu", "fast"):
+        out = check_x(x)  # these paths rotate a private copy in place
     if freqs is not None:
         return _mixed(out, c, freqs, layout, int(cls_tokens), mode)
     d = out.shape[3]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -30,6 +31,20 @@ NOTES = {
                       "links": [QWEN2_VL]},
     "NonSquare": {"bugType": "EDGE_CASE", "description": "A grid with more columns than rows: a swapped x and y "
                   "show.", "links": [ROPE_VIT]},
+    "ShapeMatrix": {"bugType": "FUNCTIONALITY", "description": "A case of the serving shape matrix (fresh only): "
+                    "batched single-patch rows, tile-boundary lengths and head counts at head 16, coordinates up "
+                    "to 4095. `--shapes full` grades the whole matrix, a default run a few cheap cases.",
+                    "links": [ROPE_VIT, QWEN2_VL]},
+    "BatchedDecode": {"bugType": "FUNCTIONALITY", "description": "A batch of rows of one patch each, every row "
+                      "at its own (x, y) ((0, 0) and (4095, 4095) among them): code that takes the coordinates "
+                      "of row 0 for every row, or rotates only row 0, passes every batch-1 case.",
+                      "links": [QWEN2_VL]},
+    "TileBoundary": {"bugType": "EDGE_CASE", "description": "A sequence length at, just below or just above a "
+                     "power-of-two tile (1 to 1000 tokens, the CLS token included): a kernel that leaves a "
+                     "partial tile unrotated fails.", "links": [ROPE_VIT]},
+    "HeadCount": {"bugType": "EDGE_CASE", "description": "A head count of real models (1 to 64), never equal to "
+                  "the batch or sequence size, so that code confusing two axes cannot pass by coincidence.",
+                  "links": [ROPE_VIT]},
 }
 
 
@@ -39,6 +54,7 @@ class GridTest(TestSpec):
     cols: int = 3
     cls_tokens: int = 0
     heads: int = 2
+    coords: tuple | None = None  # explicit (x, y) per token per row instead of the grid (shape matrix)
 
 
 def grid_coords(rows, cols, cls_tokens):
@@ -83,7 +99,7 @@ def groups() -> list[GroupSpec]:
     ]
 
 
-def fresh_groups(draw) -> list:
+def _drawn_case(draw) -> list:
     rows, cols = draw.integer(1, 6), draw.integer(1, 6)
     vit = draw.choice((True, False))
     params = (rope2d_params(64, 100.0, "interleaved", ("x", "y"), 1) if vit
@@ -92,7 +108,87 @@ def fresh_groups(draw) -> list:
                                             params["cls_tokens"]),))]
 
 
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched rows of
+# one patch, tile-boundary lengths and head counts, every coordinate drawn from the run's seed.
+# Coordinates go up to 4095 (a 4096 x 4096 patch grid), the 2-D counterpart of rope.apply's
+# 131071. Sizes: the golden reference settles every output in mpmath (about 80 us each), so the
+# matrix keeps the shapes and drops the bulk: head 16 (both configurations' ladders and pair
+# layouts), one row per prefill, one head past 100 tokens, two tokens per head count: about
+# 45 000 outputs, 3 s.
+SHAPE_HEAD_DIM = 16
+FAR_COORD = 4095
+SAMPLE_KINDS = ("decode", "seq", "heads")
+SAMPLE_MAX_TOKEN_HEADS = 400  # the default sample draws among cases of at most this many (token, head)s
+
+
+def _shape_params(config, cls_tokens=0) -> dict:
+    """RoPE-ViT's axial form ("vit") or Qwen2-VL's vision encoder ("qwen2-vl") at head 16."""
+    if config == "vit":
+        return rope2d_params(SHAPE_HEAD_DIM, 100.0, "interleaved", ("x", "y"), cls_tokens)
+    return rope2d_params(SHAPE_HEAD_DIM, 10000.0, "half", ("y", "x"), 0)
+
+
+def _shape_case(kind, name, comment, flags, coords, heads, config, cls_tokens=0):
+    test = GridTest(f"shape-{name}-{config}", f"Drawn at run time ({config}'s ladder and pairs at head "
+                    f"{SHAPE_HEAD_DIM}): {comment}", tuple(flags) + ("ShapeMatrix",), cls_tokens=cls_tokens,
+                    heads=heads, coords=tuple(tuple(tuple(c) for c in row) for row in coords))
+    return kind, TestGroupSpec(_shape_params(config, cls_tokens), (test,), ROPE_VIT if config == "vit" else QWEN2_VL)
+
+
+def _patches(draw, count, fixed):
+    """``count`` distinct (x, y) in the 4096 x 4096 grid (drawn), with fixed {token: (x, y)} set."""
+    side = FAR_COORD + 1
+    flat = serving.distinct_rows(draw, count, 1, side * side - 2,
+                                       {k: y * side + x for k, (x, y) in fixed.items()})
+    return [(f % side, f // side) for f in flat]
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole matrix: batched single patches in both configurations
+    (no CLS token: a row of one CLS token would not rotate), the tile lengths and head counts
+    alternating between them (the vit prefills open with a CLS token)."""
+    far, out, configs = FAR_COORD, [], ("qwen2-vl", "vit")
+    for config in configs:
+        for b in serving.DECODE_BATCHES:
+            fixed = {1: (far, far), b - 1: (0, 0)} if b > 2 else {1: (far, far)}
+            pts = _patches(draw, b, fixed)
+            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one patch each, each at its own "
+                                   f"(x, y) ({pts[:3]}...; (0, 0) and ({far}, {far}) included).", ("BatchedDecode",),
+                                   [[p] for p in pts], serving.heads_unlike(b, 1), config))
+    for k, n in enumerate(serving.TILE_LENGTHS):
+        config = configs[k % 2]
+        cls = 1 if config == "vit" else 0
+        width = draw.integer(1, 64)
+        x0, y0 = draw.integer(0, far - 63), draw.integer(0, far - (n - cls) // width - 1)
+        row = [(-1, -1)] * cls + [(x0 + j % width, y0 + j // width) for j in range(n - cls)]
+        heads = 1 if n > 100 else serving.heads_unlike(1, n)
+        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens: {cls} CLS, then patches row by row of a window "
+                               f"{width} wide from ({x0}, {y0}); {heads} head(s).", ("TileBoundary",), [row],
+                               heads, config, cls))
+    for k, h in enumerate(serving.HEAD_COUNTS):
+        pts = _patches(draw, 2, {})
+        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 patches at {pts}.", ("HeadCount",), [pts], h,
+                               configs[k % 2]))
+    return out
+
+
+def _token_heads(tg) -> int:
+    test = tg.tests[0]
+    return len(test.coords) * len(test.coords[0]) * test.heads
+
+
+def fresh_groups(draw, shapes="sample") -> list:
+    """rope2d.apply's fresh cases: one drawn grid, then the shape matrix: all of it when ``shapes``
+    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
+    groups = _drawn_case(draw)
+    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+
+
 def build_apply(case_id, params, test):
+    if test.coords is not None:  # the shape matrix: coordinates given per row
+        coords = np.array(test.coords, dtype=np.int64).reshape(len(test.coords), -1, 2)
+        b, s, _ = coords.shape
+        return {}, {"x": representable_inputs(case_id, (b, s, test.heads, params["head_dim"])), "coords": coords}
     coords = grid_coords(test.rows, test.cols, test.cls_tokens)
     if test.name.endswith("corner"):
         coords = np.concatenate([coords[:, :1], coords[:, 1 + 12 * 14:]], axis=1)  # CLS + the last two rows

@@ -48,8 +48,18 @@ def columns(d: int, layout: str):
 
 
 def arrange(cos, sin, d: int, layout: str) -> np.ndarray:
-    """The table rows [..., d] from cos, sin [..., n] (pure data movement: no rounding)."""
-    freq, kind = columns(d, layout)
-    out = np.where(kind == SIN, sin[..., freq], cos[..., freq])
-    out[..., kind == ZERO] = 0.0
+    """The table rows [..., d] from cos, sin [..., n] (pure data movement: no rounding).
+
+    Strided slice copies, one per kind of column, place exactly the values ``columns`` names
+    (a gather through the column map would make several passes over the whole table).
+    """
+    out = np.empty(cos.shape[:-1] + (d,))
+    if layout == "interleaved":  # column 2i sin, 2i + 1 cos; an odd d ends on a sine
+        out[..., 0::2] = sin[..., : (d + 1) // 2]
+        out[..., 1::2] = cos[..., : d // 2]
+    else:  # sin, cos, and a zero column for an odd d
+        h = d // 2
+        out[..., :h] = sin[..., :h]
+        out[..., h:2 * h] = cos[..., :h]
+        out[..., 2 * h:] = 0.0
     return out

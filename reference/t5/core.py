@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import mpmath
 import numpy as np
 
@@ -20,28 +23,91 @@ def _large(n: int, max_exact: int, buckets: int, max_distance: int):
             buckets - max_exact)
 
 
+# The kernel path keeps, per (max_exact, buckets, max_distance), the buckets of the distances in
+# [max_exact, max_distance) that calls have met (each computed once, exactly): a table of at most
+# TABLE_MAX int64 entries (-1: not yet computed), for at most TABLE_CONFIGS configurations.
+TABLE_MAX = 1 << 20
+TABLE_CONFIGS = 8
+# bucket counts up to this keep every int64 sum below 2**63 (half + last < 2**63)
+KERNEL_MAX_BUCKETS = 1 << 61
+
+_tables: OrderedDict = OrderedDict()
+_tables_lock = threading.Lock()
+
+
+def _one(n: int, max_exact: int, buckets: int, max_distance: int) -> int:
+    """The bucket of a distance n >= max_exact (capped at buckets - 1)."""
+    return min(max_exact + int(mpmath.floor(_large(n, max_exact, buckets, max_distance))), buckets - 1)
+
+
+def _table(max_exact: int, buckets: int, max_distance: int) -> np.ndarray:
+    key = (max_exact, buckets, max_distance)
+    with _tables_lock:
+        tab = _tables.get(key)
+        if tab is None:
+            tab = _tables[key] = np.full(max_distance - max_exact, -1, dtype=np.int64)
+            while len(_tables) > TABLE_CONFIGS:
+                _tables.popitem(last=False)
+        _tables.move_to_end(key)
+        return tab
+
+
+def _bucket_kernel(r, bidirectional, buckets, max_exact, max_distance) -> np.ndarray:
+    """One pass over r (cpu_kernels.bucket_kernel); distances in [max_exact, max_distance) from the
+    per-configuration table, each computed by _one the first time a call meets it."""
+    from . import cpu_kernels
+
+    flat = np.ascontiguousarray(r).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.int64)
+    tab = _table(max_exact, buckets, max_distance)
+    args = (flat, bool(bidirectional), buckets if bidirectional else 0, max_exact, max_distance, buckets - 1, tab, out)
+    if cpu_kernels.run(*args):
+        for n in cpu_kernels.unknown_distances(flat, bool(bidirectional), max_exact, max_distance, tab).tolist():
+            tab[n - max_exact] = _one(n, max_exact, buckets, max_distance)
+        cpu_kernels.run(*args)
+    return out.reshape(r.shape)
+
+
 def bucket(relative_positions, *, num_buckets=32, max_distance=128, bidirectional=True) -> np.ndarray:
-    """int64 buckets, shaped like relative_positions (j - i)."""
+    """int64 buckets, shaped like relative_positions (j - i).
+
+    The bucket depends on the direction and the distance n only: each distinct n >= max_exact is
+    evaluated once (exact mpmath logarithm), every n >= max_distance is the last bucket without
+    one (there the exact log position is at least buckets - max_exact), and the entries are
+    gathered in one pass (cpu_kernels.py) where the configuration allows.
+    """
     buckets, max_distance = _check(num_buckets, max_distance)
     r = np.asarray(relative_positions)
     if r.dtype.kind not in "iu":
         raise ValueError("relative_positions: must be integers")
-    r = r.astype(np.int64)
+    r = r.astype(np.int64, copy=False)
+    half = buckets // 2 if bidirectional else buckets
+    max_exact = half // 2
+    if r.size and 1 <= max_exact < max_distance and max_distance - max_exact <= TABLE_MAX \
+            and half <= KERNEL_MAX_BUCKETS:
+        return _bucket_kernel(r, bidirectional, half, max_exact, max_distance)
+    return _bucket_general(r, half, max_exact, max_distance, bidirectional)
+
+
+def _bucket_general(r, buckets, max_exact, max_distance, bidirectional) -> np.ndarray:
+    """Any configuration (huge max_distance, degenerate ones): _one once per distinct n >= max_exact,
+    the rest vectorised (a configuration the rule cannot evaluate raises as the per-entry rule did)."""
     out = np.zeros(r.shape, dtype=np.int64)
     if bidirectional:
-        buckets //= 2
         out += (r > 0) * buckets
         n = np.abs(r)
     else:
         n = np.maximum(-r, 0)
-    max_exact = buckets // 2
     flat_n, flat_out = n.reshape(-1), out.reshape(-1)
-    for k, v in enumerate(flat_n.tolist()):
-        if v < max_exact:
-            flat_out[k] += v
-        else:
-            large = int(mpmath.floor(_large(v, max_exact, buckets, max_distance)))
-            flat_out[k] += min(max_exact + large, buckets - 1)
+    small = flat_n < max_exact
+    flat_out[small] += flat_n[small]
+    large = np.flatnonzero(~small)
+    if large.size:
+        values, inverse = np.unique(flat_n[large], return_inverse=True)
+        last = max_distance > max_exact >= 1  # then every n >= max_distance is in the last bucket
+        per = [buckets - 1 if last and v >= max_distance else _one(v, max_exact, buckets, max_distance)
+               for v in values.tolist()]
+        flat_out[large] += np.array(per, dtype=np.int64)[inverse.reshape(-1)]
     return flat_out.reshape(r.shape)
 
 

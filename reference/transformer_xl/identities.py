@@ -83,3 +83,60 @@ def segment_boundary() -> float:
                       backend="cpu")
         worst = max(worst, float(np.max(np.abs(seg - whole[:, mlen:]))))
     return worst
+
+
+# ---- the backward pass (reference/transformer_xl/backward.py) -------------------------------------
+
+
+def adjoint_scale(G, q, k, u, v, w, dq, dk, du, dv, dw, mlen, d_model, clamp_len) -> float:
+    """N = s sum_hij |G_hij| sum_e [(|dq_e| + |du_e|) |k_e| + (|q_e| + |u_e|) |dk_e| + (|dq_e| + |dv_e|)
+    rabs_e + (|q_e| + |v_e|) drabs_e], rabs_e = sum_c |W_ec| |R_c|, drabs_e = sum_c |dW_ec| |R_c| at
+    the entry's distance: the size of every term of <G, J dx> and of <grad, dx>."""
+    qlen, n_head, d_head = q.shape
+    values, index = np.unique(distances(qlen, mlen, clamp_len), return_inverse=True)
+    index = index.reshape(qlen, -1)
+    R = np.abs(sinusoid(values, d_model, backend="numpy"))
+    per_key = lambda m: (R @ np.abs(m).T).reshape(-1, n_head, d_head)[index]  # noqa: E731
+    a = np.einsum("ihe,jhe->hij", np.abs(dq) + np.abs(du), np.abs(k)) + np.einsum(
+        "ihe,jhe->hij", np.abs(q) + np.abs(u), np.abs(dk))
+    b = np.einsum("ihe,ijhe->hij", np.abs(dq) + np.abs(dv), per_key(w)) + np.einsum(
+        "ihe,ijhe->hij", np.abs(q) + np.abs(v), per_key(dw))
+    return float(np.sum(np.abs(G) * (a + b))) / math.sqrt(d_head)
+
+
+def adjoint_count(qlen, mlen, d_head, d_model, n_distances) -> int:
+    """The derived count K_adj with |<grad, dx> - <G, J dx>| <= K_adj u N (adjoint_scale's N)."""
+    lhs = qlen * (qlen + mlen) + n_distances + d_model + 10 + 2  # vjp_bound's K, the products and fsum
+    rhs = d_head + d_model + 10 + 3  # fast_bound per score, their sum, the product with G and fsum
+    return lhs + rhs
+
+
+@register(id="transformer_xl.backward-adjoint", bound=1.0,
+          statement="the VJP is the adjoint of the JVP: sum over q, k, u, v, r_weight of <grad, dx> = <G, J dx> "
+          "with J dx = score(dq, k, du, dv, W) + score(q, dk, u, v, dW) (bilinear), for the six shapes of "
+          "transformer_xl.rel-shift, within the derived bound K_adj u N")
+def backward_adjoint() -> float:
+    """Residual: max over the shapes of |lhs - rhs| / (K_adj u N) (adjoint_scale, adjoint_count);
+    fast VJP and cpu forward; lhs and the contraction with G summed by math.fsum. Bound 1.
+
+    Derivation: every term of either side is a product G s x y (R) whose absolute value is a term
+    of N. lhs: each gradient within vjp_bound (K u times its terms' sum, K = n_pairs + n_t +
+    d_model + 10), the product with dx and the correctly rounded fsum add 2u: (K + 2) u N. rhs:
+    each score within fast_bound ((d_head + d_model + 10) u of its terms, fast_bound's counts
+    summed), their sum u, the product with G and fsum 2u: (d_head + d_model + 13) u N."""
+    from reference.transformer_xl.backward import score_jvp, score_vjp
+
+    rng = np.random.default_rng(20260115)
+    worst = 0.0
+    for qlen, mlen, clamp in SHAPES:
+        x = _inputs(qlen, mlen)
+        d = _inputs(qlen, mlen, seed=int(rng.integers(1 << 30)))
+        G = rng.uniform(-2, 2, (x[0].shape[1], qlen, qlen + mlen))
+        kw = {"mlen": mlen, "d_model": 16, "clamp_len": clamp}
+        grads = score_vjp(G, *x, **kw)
+        lhs = math.fsum(float(p) for g, dx in zip(grads.values(), d) for p in (g * dx).reshape(-1))
+        rhs = math.fsum((G * score_jvp(*d, *x, **kw)).reshape(-1).tolist())
+        n_t = np.unique(distances(qlen, mlen, clamp)).size
+        bound = adjoint_count(qlen, mlen, x[0].shape[2], 16, n_t) * 2.0**-53 * adjoint_scale(G, *x, *d, mlen, 16, clamp)
+        worst = max(worst, abs(lhs - rhs) / bound)
+    return worst

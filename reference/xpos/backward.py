@@ -13,7 +13,8 @@ pair's rotation). The VJP of cotangents (g_q, g_k) is therefore the transpose pe
 Unlike RoPE's this is not the forward at -m (the scale would become zeta^((-m - c)/B)): the
 rotation is taken at -m and the scale at +m, by handing RoPE's amplitude code
 (``reference.rope.phase.scaled_rotate``) the negated positions and a factor that negates them back.
-Modes as the forward: fast, the fast rotation at -m times the scale rounded once; golden, each value
+Modes as the forward: fast, the fast rotation at -m times the float64 scale (the forward's: within
+2^-51 relative on the cpu backend, rounded once on the others); golden, each value
 the nearest double to the exact s_i(m) (a cos + b sin) (resp. s_i(m) (b cos - a sin)), over- and
 underflow included. Shapes: g_q, g_k [batch, seq, heads, head_dim], positions int [batch, seq].
 
@@ -31,7 +32,7 @@ from reference.rope import phase
 from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
                                       resolve_rotary_dim)
 
-from .core import _check, _factor, apply
+from .core import _check, _factor, apply, fast_scales
 
 __all__ = ["apply_vjp", "mutants"]
 
@@ -61,8 +62,11 @@ def apply_vjp(g_q, g_k, positions, *, rotary_dim=None, base=10000.0, layout="int
     table = phase.ladder(r, check_base(base))
     out = []
     for g, sign in ((gq, 1), (gk, -1)):
-        factor = _negated(_factor(r, scale_base, gamma, centre, sign))
-        out.append(phase.scaled_rotate(g, -m, table, factor, r, layout, backend, mode))
+        plain = _factor(r, scale_base, gamma, centre, sign)
+        # scaled_rotate hands fast_factors the positions it rotates by (-m): the scale is taken at +m
+        fast = None if backend != "cpu" else (
+            lambda flat, plain=plain, sign=sign: fast_scales(-flat, r, scale_base, gamma, centre, sign, plain))
+        out.append(phase.scaled_rotate(g, -m, table, _negated(plain), r, layout, backend, mode, fast_factors=fast))
     return tuple(out)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -30,6 +31,22 @@ NOTES = {
                    "exceeds float32's range (m > 36000 for zeta_0 = 2/7): an implementation must centre, "
                    "and is graded up to its common centring.", "links": [XPOS, TORCHSCALE]},
     "HalfSplit": {"bugType": "FUNCTIONALITY", "description": "rotate_half pairs (j, j + r/2).", "links": [XPOS]},
+    "Interleaved": {"bugType": "FUNCTIONALITY", "description": "Interleaved pairs (2i, 2i+1), as torchscale.",
+                    "links": [TORCHSCALE]},
+    "ShapeMatrix": {"bugType": "FUNCTIONALITY", "description": "A case of the serving shape matrix (fresh only): "
+                    "batched decode, tile-boundary lengths and head counts at positions below 4096, a span that "
+                    "a common centring keeps within float16's range. `--shapes full` grades the whole matrix, a "
+                    "default run a few cheap cases.", "links": [XPOS]},
+    "BatchedDecode": {"bugType": "FUNCTIONALITY", "description": "Continuous-batching decode: several rows of "
+                      "one token each, every row at its own position (0 and 4095 among them). A fused kernel "
+                      "that rotates and scales only batch row 0 there passes every batch-1 case.",
+                      "links": [XPOS]},
+    "TileBoundary": {"bugType": "EDGE_CASE", "description": "A sequence length at, just below or just above a "
+                     "power-of-two tile (1 to 1000 tokens): a kernel that leaves a partial tile alone fails.",
+                     "links": [XPOS]},
+    "HeadCount": {"bugType": "EDGE_CASE", "description": "A head count of real models (1 to 64), never equal to "
+                  "the batch or sequence size, so that code confusing two axes cannot pass by coincidence.",
+                  "links": [XPOS]},
 }
 
 
@@ -64,13 +81,68 @@ def groups() -> list[GroupSpec]:
     ]
 
 
-def fresh_groups(draw) -> list:
+def _drawn_case(draw) -> list:
     """One case drawn at run time: head size, layout and positions."""
     b, s = draw.integer(1, 2), draw.integer(1, 6)
     start = draw.integer(0, 20000)
     rows = [draw.integers(start, start + 512, s) for _ in range(b)]
     return [TestGroupSpec(xpos_params(2 * draw.integer(2, 64), draw.choice(("interleaved", "half"))), (
         _t("drawn", f"Drawn at run time: {b} x {s} positions near {start}.", (), rows),))]
+
+
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# tile-boundary lengths and head counts, every position drawn from the run's seed. Positions stay
+# below 4096: one call shares one centring c, and zeta_0^(-|m - c|/B) (zeta_0 = 2/7, B = 512)
+# leaves float16's range once two rows are more than about 9000 positions apart, whatever c is.
+# Sizes: the golden reference settles every output of q and k in mpmath, so the matrix keeps the
+# shapes and drops the bulk: head 8 (4 pairs), one row per prefill, one head past 100 tokens,
+# two tokens per head count: about 22 000 outputs of each of q and k, 4 s.
+SHAPE_HEAD_DIM = 8
+FAR_POSITION = 4095
+SAMPLE_KINDS = ("decode", "seq", "heads")
+SAMPLE_MAX_TOKEN_HEADS = 400  # the default sample draws among cases of at most this many (token, head)s
+_LAYOUT_FLAG = {"half": "HalfSplit", "interleaved": "Interleaved"}
+
+
+def _shape_case(kind, name, comment, flags, rows, heads, layout):
+    test = XposTest(f"shape-{name}-{layout}", f"Drawn at run time (torchscale's gamma and scale base, head "
+                    f"{SHAPE_HEAD_DIM}): {comment}", tuple(flags) + (_LAYOUT_FLAG[layout], "ShapeMatrix"),
+                    tuple(tuple(r) for r in rows), heads)
+    return kind, TestGroupSpec(xpos_params(SHAPE_HEAD_DIM, layout), (test,), TORCHSCALE)
+
+
+def shape_matrix(draw) -> list:
+    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both pair layouts, the tile
+    lengths and head counts alternating between them."""
+    far, out, layouts = FAR_POSITION, [], ("interleaved", "half")
+    for layout in layouts:
+        for b in serving.DECODE_BATCHES:
+            rows = serving.decode_rows(draw, b, far)
+            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                                   f"position ({rows[:3]}...; 0 and {far} included).", ("Decode", "BatchedDecode"),
+                                   [(p,) for p in rows], serving.heads_unlike(b, 1), layout))
+    for k, n in enumerate(serving.TILE_LENGTHS):
+        start = draw.integer(0, far + 1 - n)
+        heads = 1 if n > 100 else serving.heads_unlike(1, n)
+        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
+                               ("TileBoundary",), [range(start, start + n)], heads, layouts[k % 2]))
+    for k, h in enumerate(serving.HEAD_COUNTS):
+        rows = [draw.integers(0, far, 2)]
+        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
+                               ("HeadCount",), rows, h, layouts[k % 2]))
+    return out
+
+
+def _token_heads(tg) -> int:
+    test = tg.tests[0]
+    return len(test.positions) * len(test.positions[0]) * test.heads
+
+
+def fresh_groups(draw, shapes="sample") -> list:
+    """xpos.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
+    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
+    groups = _drawn_case(draw)
+    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
 
 
 def build_apply(case_id, params, test):

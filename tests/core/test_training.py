@@ -175,3 +175,44 @@ def test_cli_grad_and_autocast_write_a_valid_report(tmp_path):
     assert case["output_dtype"] == "bfloat16" and case["grad"]["inputs"]["x"]["verdict"] in ("pass", "acceptable")
     assert "--grad --autocast bfloat16" in case["repro"]
     assert any(i["id"] == "rope.apply.gradcheck" and i["verdict"] == "pass" for i in doc["identities"])
+
+
+def _weighted(x, weights):
+    return x * weights["a"] + weights["b"]
+
+
+def test_a_grad_arg_can_be_a_path_into_a_dict_argument():
+    x, a, b = torch.tensor([1.0, -2.0]), torch.tensor([3.0, 0.5]), torch.tensor([4.0, 4.0])
+    weights = {"a": a, "b": b}
+    g = torch.tensor([1.0, 10.0])
+    plan = make_plan((0, (1, "a"), [1, "b"]), (g,))
+    assert plan["grad_args"] == (0, (1, "a"), (1, "b"))
+    value = TrainingCall(_weighted)(x, weights, plan)
+    out, info = unpack(value)
+    assert torch.equal(out, x * a + b)
+    assert torch.equal(info["grads"][0], g * a) and torch.equal(info["grads"][1], g * x)
+    assert torch.equal(info["grads"][2], g)
+    # The caller's dict keeps its own tensors, which never become leaves.
+    assert weights["a"] is a and weights["b"] is b and not a.requires_grad
+    with pytest.raises(ValueError, match="grad_args"):
+        make_plan(((1, "a", 2),))
+
+
+def test_gradcheck_through_a_path():
+    x = torch.randn(3, dtype=torch.float64)
+    weights = {"a": torch.randn(3, dtype=torch.float64), "b": torch.randn(3, dtype=torch.float64)}
+    ok = TrainingCall(_weighted)(x, weights, make_plan((0, (1, "a")), gradcheck={"eps": 1e-6}))
+    assert ok == {"gradcheck": True, "message": ""}
+
+    class Wrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3.0
+
+    bad = TrainingCall(lambda x, w: x * Wrong.apply(w["a"]))(x, weights, make_plan(((1, "a"),),
+                                                                                    gradcheck={"eps": 1e-6}))
+    assert bad["gradcheck"] is False and "Jacobian mismatch" in bad["message"]

@@ -73,7 +73,8 @@ def test_negative_positions_are_refused():
 def test_identities_hold():
     load_all()
     rows = run_identities("fire")
-    assert len(rows) == 3 and all(r["verdict"] == "holds" for r in rows)
+    assert len(rows) == 4 and all(r["verdict"] == "holds" for r in rows)
+    assert rows[-1]["id"] == "fire.backward-adjoint"
 
 
 def test_fire_style_passes_in_every_dtype():

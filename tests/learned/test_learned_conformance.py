@@ -69,7 +69,7 @@ def test_each_buggy_example_gets_its_code(name, dtype):
     assert report.summary()["overall"] == "fail"
     found = {d.code for c in report.cases for d in c.diagnoses}
     assert module.CODE in found, (name, found)
-    assert found <= {"length-wall-missing", "position-offset"}, found
+    assert found <= {"length-wall-missing", "position-offset", "backward-overwrite"}, found
 
 
 def test_the_command_line_exit_codes():

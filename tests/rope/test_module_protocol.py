@@ -185,3 +185,19 @@ def test_isolated_runs_skip_with_the_reason():
 def test_step_spec_changes_only_the_length():
     spec = module_protocol.PROTOCOL.spec(_cases()["dynamic-growing"])
     assert module_protocol.step_spec(spec, 34) == dataclasses.replace(spec, seq_len=34)
+
+
+def test_the_readme_module_adapter_is_under_ten_lines_and_grades(tmp_path):
+    """README's rope.module adapter for an HF-style rotary module, graded as printed."""
+    pytest.importorskip("transformers")
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```python\nfrom transformers import LlamaConfig") + len("```python\n")
+    code = text[start:text.index("```", start)]
+    assert len([line for line in code.splitlines() if line.strip()]) < 10
+    (tmp_path / "readme_rope.py").write_text(code)
+    report = _run(f"{tmp_path / 'readme_rope.py'}:module", dtypes=("float32", "bfloat16"))
+    verdicts = {(c.id.rsplit("/", 1)[1], c.dtype): c.verdict for c in report.cases}
+    assert all(v in ("pass", "acceptable") for (_, dtype), v in verdicts.items() if dtype == "float32")
+    # transformers casts its non-persistent frequency buffers with the module (design.md)
+    assert verdicts[("cast-to-dtype", "bfloat16")] == "fail"
+    assert verdicts[("dynamic-long-then-short", "bfloat16")] in ("pass", "acceptable")

@@ -114,6 +114,23 @@ def test_gradcheck_catches_a_transposed_backward():
     assert check.verdict == "fail" and "Jacobian mismatch" in check.message
 
 
+def computed_in_float32(x, positions, spec):
+    from conformance.loader import load_target
+
+    return load_target(target(EXAMPLES / "hf_rotate_half.py"))(x.float(), positions, spec).to(x.dtype)
+
+
+def test_gradcheck_at_float32_resolution_passes_float32_internals_and_says_so():
+    """A right backward computed in float32 inside a float64 call fails float64 finite differences
+    (eps 1e-6 turns float32 rounding into O(0.1) errors) and passes at float32 resolution, with
+    a message that says which; a transposed backward fails both (previous test)."""
+    report = run_conformance(computed_in_float32, "rope.apply", dtypes=("float32",),
+                             cases="rope.apply/llama2-d128/prefill-8", fresh=False, grad=True, layout="half")
+    (check,) = [i for i in report.identities if i.id == "rope.apply.gradcheck"]
+    assert check.verdict == "pass"
+    assert "at float32 resolution" in check.message and "Jacobian mismatch" in check.message
+
+
 def computed_under_no_grad(x, positions, spec):
     from conformance.loader import load_target
 
@@ -161,44 +178,12 @@ def test_hf_rotate_half_passes_under_autocast_with_grad():
 
 
 # ------------------------------------------------------------------------------------------
-# rope.apply_qk: the hooks conformance/rope/backward.py provides (apply_qk.py does not declare
-# itself differentiable yet; a subclass wires them up exactly as it would).
+# rope.apply_qk: q and k each graded as rope.apply's x (conformance/rope/apply_qk.py's hooks).
+
+QK_CASES = "rope.apply_qk/llama3-d128/*,rope.apply_qk/llama2-d128-meta/prefill-gqa4"
 
 
-def qk_protocol():
-    from conformance.rope import apply_qk
-
-    class Qk(apply_qk.RopeApplyQk):
-        differentiable = True
-
-        def grad_inputs(self, case, spec, prepared):
-            return {} if spec.inplace else {"q": 0, "k": 1}
-
-        def cotangents(self, case, spec, prepared):
-            return backward.qk_cotangents(case, spec, prepared)
-
-        def grade_backward(self, case, spec, prepared, cotangents, grads):
-            return backward.qk_grade_backward(self._one, case, spec, prepared, cotangents, grads)
-
-        def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype):
-            return backward.qk_diagnose_backward(self._one, case, spec, prepared, cotangents, grads, graded, dtype)
-
-    return Qk()
-
-
-def qk_grade(fn):
-    from conformance.runner import Options, grade_case
-    from conformance.training import make_training_invoker
-    from reference.golden import store
-
-    proto = qk_protocol()
-    case = next(c for c in store.iter_cases("rope.apply_qk"))
-    opts = Options(protocol="rope.apply_qk", dtypes=("float32",), grad=True)
-    with make_training_invoker(fn, None, isolate=False, timeout=None) as invoker:
-        return grade_case(proto, case, proto.spec(case), "float32", opts, invoker, None)
-
-
-def test_apply_qk_gradients_of_q_and_k():
+def qk_adapters():
     good = load(EXAMPLES / "hf_autograd_function.py").apply
     bad = load(EXAMPLES / "buggy" / "backward_transposed.py").apply
 
@@ -208,10 +193,69 @@ def test_apply_qk_gradients_of_q_and_k():
     def k_transposed(q, k, positions, spec):
         return good(q, positions, spec), bad(k, positions, spec)
 
-    ok = qk_grade(right)
-    assert ok.verdict in ("pass", "acceptable") and set(ok.grad["inputs"]) == {"q", "k"}
-    assert all(v["budget_ratio"] <= 1.0 for v in ok.grad["inputs"].values())
-    wrong = qk_grade(k_transposed)
-    assert wrong.verdict == "fail" and wrong.grad["inputs"]["q"]["verdict"] in ("pass", "acceptable")
-    assert wrong.grad["inputs"]["k"]["verdict"] == "fail"
-    assert [d.message.split(":")[0] for d in wrong.diagnoses if d.code == "backward-transposed"] == ["k"]
+    return right, k_transposed
+
+
+def test_apply_qk_gradients_of_q_and_k():
+    right, k_transposed = qk_adapters()
+    ok = run_conformance(right, "rope.apply_qk", dtypes=("float32", "bfloat16"), cases=QK_CASES, fresh=False, grad=True)
+    assert ok.summary()["overall"] == "pass"
+    graded = [c for c in ok.cases if c.verdict != "skip"]
+    assert len(graded) == 8
+    for case in graded:
+        assert set(case.grad["inputs"]) == {"q", "k"}
+        for role, entry in case.grad["inputs"].items():
+            assert 0.0 < entry["budget_ratio"] <= 1.0 and entry["dtype"] == case.dtype
+            assert entry["worst_location"].startswith(f"{role}: batch row ")
+    (check,) = [i for i in ok.identities if i.id == "rope.apply_qk.gradcheck"]
+    assert check.verdict == "pass" and check.dtype == "float64"
+
+    wrong = run_conformance(k_transposed, "rope.apply_qk", dtypes=("float32",), cases=QK_CASES, fresh=False,
+                            grad=True)
+    failing = [c for c in wrong.cases if c.verdict == "fail"]
+    assert len(failing) == 4
+    for case in failing:
+        assert case.budget_ratio <= 1.0  # the forward of q and k is right
+        assert case.grad["inputs"]["q"]["verdict"] in ("pass", "acceptable")
+        assert case.grad["inputs"]["k"]["verdict"] == "fail"
+        assert [d.message.split(":")[0] for d in case.diagnoses if d.code == "backward-transposed"] == ["k"]
+    (check,) = [i for i in wrong.identities if i.id == "rope.apply_qk.gradcheck"]
+    assert check.verdict == "fail" and "Jacobian mismatch" in check.message
+
+
+def test_apply_qk_gradient_of_an_inplace_case_is_not_graded():
+    from conformance.core import registry
+
+    proto = registry.get("rope.apply_qk")
+    assert proto.differentiable
+    assert proto.grad_inputs(None, RopeSpec(head_dim=8, rotary_dim=8, inplace=True), None) == {}
+    assert proto.grad_inputs(None, RopeSpec(head_dim=8, rotary_dim=8), None) == {"q": 0, "k": 1}
+
+
+def projected_qk(q, k, positions, spec):
+    """HF's apply_qk followed by an identity projection: under autocast the matmul (and so the
+    output) runs in the autocast dtype."""
+    from examples.rope import hf_rotate_half as hf
+
+    q_rot, k_rot = hf.apply_qk(q, k, positions, spec)
+    eye = torch.eye(q.shape[-1], dtype=q.dtype, device=q.device)
+    return q_rot @ eye, k_rot @ eye
+
+
+def test_apply_qk_under_autocast_is_graded_with_the_dtype_it_arrives_in():
+    plain = run_conformance(projected_qk, "rope.apply_qk", dtypes=("float32",), cases=QK_CASES, fresh=False,
+                            identities=False)
+    assert plain.summary()["overall"] == "pass"
+    assert {c.output_dtype for c in plain.cases if c.verdict != "skip"} == {"float32"}
+    report = run_conformance(projected_qk, "rope.apply_qk", dtypes=("float32",), cases=QK_CASES, fresh=False,
+                             identities=False, autocast="bfloat16", grad=True)
+    assert report.summary()["overall"] == "pass", [(c.id, c.diagnoses) for c in report.cases]
+    graded = [c for c in report.cases if c.verdict != "skip"]
+    assert len(graded) == 3  # the interleaved case is skipped: HF's rotate_half is half-layout only
+    for case in graded:
+        # q_rot and k_rot in bfloat16 (not dtype-changed), graded with bfloat16's budget
+        assert case.output_dtype == "bfloat16" and not case.diagnoses
+        assert any("graded with the bfloat16 budget" in n for n in case.notes)
+        assert {e["dtype"] for e in case.grad["inputs"].values()} == {"float32"}  # the leaves' dtype
+        # bfloat16-sized errors (float32's are below 1e-6 here): float32's budget could not pass them.
+        assert case.max_abs_error > 1e-4 and 0.0 < case.budget_ratio <= 1.0

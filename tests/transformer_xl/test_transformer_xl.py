@@ -91,7 +91,8 @@ def test_rel_shift_moves_distance_columns_into_place():
 def test_identities_hold():
     load_all()
     rows = run_identities("transformer_xl")
-    assert [r["id"] for r in rows] == ["transformer_xl.rel-shift", "transformer_xl.segment-boundary"]
+    assert [r["id"] for r in rows] == ["transformer_xl.rel-shift", "transformer_xl.segment-boundary",
+                                      "transformer_xl.backward-adjoint"]
     assert all(r["verdict"] == "holds" for r in rows), rows
 
 

@@ -29,5 +29,5 @@ def forward(hidden, weights, positions, spec):
         allowed &= torch.ones(s, past + s, dtype=torch.bool).tril(past + 1)  # BUG: diagonal past + 1, not past
     if spec.attention_mask is not None:
         allowed &= spec.attention_mask[:, None, None, :]
-    mask = part["additive_mask"](allowed, positions, k_positions, spec, q.dtype)
+    mask = part["additive_mask"](allowed, positions, k_positions, spec, q.dtype, weights)
     return part["output"](q, k, v, mask, weights, spec)

@@ -27,7 +27,7 @@ def forward(hidden, weights, positions, spec):
     k, v, past = part["with_cache"](k, v, spec)
     k_positions = torch.cat((torch.arange(past).expand(b, past), positions), dim=1)
     mask = part["additive_mask"](part["allowed_keys"](b, s, past, spec, hidden.device), positions, k_positions,
-                                 spec, q.dtype)
+                                 spec, q.dtype, weights)
     scaling = dict(spec.scaling or {})
     f = 0.1 * math.log(scaling["factor"]) + 1.0 if scaling.get("rope_type") == "yarn" else 1.0
     return part["output"](q, k, v, mask, weights, spec, scale=f * f / math.sqrt(spec.head_dim))  # BUG: f again

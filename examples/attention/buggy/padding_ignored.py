@@ -28,5 +28,5 @@ def forward(hidden, weights, positions, spec):
     if spec.causal:
         allowed &= torch.ones(s, past + s, dtype=torch.bool).tril(past)
     # BUG: spec.attention_mask is not applied
-    mask = part["additive_mask"](allowed, positions, k_positions, spec, q.dtype)
+    mask = part["additive_mask"](allowed, positions, k_positions, spec, q.dtype, weights)
     return part["output"](q, k, v, mask, weights, spec)

@@ -25,5 +25,5 @@ def forward(hidden, weights, positions, spec):
     k, v, past = part["with_cache"](k, v, spec)
     k_positions = torch.cat((torch.arange(past).expand(b, past), positions), dim=1)
     mask = part["additive_mask"](part["allowed_keys"](b, s, past, spec, hidden.device), positions, k_positions,
-                                 spec, q.dtype)
+                                 spec, q.dtype, weights)
     return part["output"](q, k, v, mask, weights, spec, scale=1.0)  # BUG: no 1/sqrt(d)

@@ -32,6 +32,8 @@ def cache(positions, spec):
 def apply(x, positions, spec):
     if spec.layout != "half":
         raise Unsupported("half layout only")
+    if spec.scaling:
+        raise Unsupported("no position scaling")
     r = spec.rotary_dim
     inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2, device=x.device).float() / r))
     freqs = (positions[..., None] + 1).float() * inv_freq  # BUG: 1-based positions

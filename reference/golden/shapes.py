@@ -1,0 +1,56 @@
+"""The family-free parts of the serving shape matrix (docs/design.md, "Serving shapes").
+
+Each family with batch, sequence and head axes draws its own matrix of fresh cases from these
+sizes: batched decode with one token per row at far-apart positions, tile-boundary lengths, and
+head counts that never equal the batch or sequence size. `posref conform --shapes full` grades
+the whole matrix, a default run one case of each kind (``select``).
+"""
+
+from __future__ import annotations
+
+DECODE_BATCHES = (2, 7, 64)
+TILE_LENGTHS = (1, 3, 63, 64, 65, 113, 127, 128, 129, 1000)
+HEAD_COUNTS = (1, 3, 8, 32, 40, 64)
+LONG_PREFILL = 8192
+FAR_POSITION = 131071  # the last position of a 128K context
+
+
+def heads_unlike(*sizes, choices=(3, 8, 32)):
+    """The first head count of ``choices`` equal to none of the batch and sequence sizes (so
+    that an implementation that confuses two axes cannot pass by coincidence)."""
+    return next(h for h in choices if h not in sizes)
+
+
+def distinct_rows(draw, count, low, high, fixed):
+    """``count`` distinct positions in [low, high] (drawn), with fixed {row: position} set."""
+    rows, seen = [], set(fixed.values())
+    for k in range(count):
+        if k in fixed:
+            rows.append(fixed[k])
+            continue
+        p = draw.integer(low, high)
+        while p in seen:
+            p = low + (p - low + 1) % (high - low + 1)
+        seen.add(p)
+        rows.append(p)
+    return rows
+
+
+def decode_rows(draw, batch, far):
+    """One position per row of a batched decode step: row 1 at ``far``, the last row at 0 (for
+    more than two rows), the others drawn in [1, far - 1], so row 0 is never at 0."""
+    return distinct_rows(draw, batch, 1, far - 1, {1: far, batch - 1: 0} if batch > 2 else {1: far})
+
+
+def select(matrix, shapes, kinds, draw, fits=lambda group: True) -> list:
+    """The test groups of ``matrix`` ([(kind, group)]) a run grades: all of them when ``shapes``
+    is "full", else for each of ``kinds`` one drawn among that kind's groups that ``fits``."""
+    if shapes not in ("sample", "full"):
+        raise ValueError(f"shapes must be 'sample' or 'full', got {shapes!r}")
+    if shapes == "full":
+        return [group for _, group in matrix]
+    chosen = []
+    for kind in kinds:
+        choices = [group for k, group in matrix if k == kind and fits(group)]
+        chosen.append(choices[draw.integer(0, len(choices) - 1)])
+    return chosen
