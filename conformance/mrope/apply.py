@@ -16,6 +16,7 @@ from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, c
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.mrope.spec import spec_of
 from conformance.rope import budgets
+from conformance.rope.backward import RotationGradHooks
 from reference import mrope, rope
 
 
@@ -49,7 +50,10 @@ def score(graded: Graded, profile: str, spec, dtype: str, x, pos, err) -> None:
     graded.curve[profile] = per_position_curve(pos[0], token_max(err), token_max(budget), ratio_max(both))
 
 
-class MropeApply(Protocol):
+class MropeApply(RotationGradHooks, Protocol):
+    backward_module = "conformance.mrope.backward"  # --grad: the gradient of x, R^T g
+    position_role = "positions"
+    gradcheck_what = "x [1, 4, 1, 8] float64, Qwen2-VL sections (1, 1, 1) over rotary_dim 6, t positions 0, 1, 7, 1000"
     name = "mrope.apply"
     family = "mrope"
     signature = "fn(x, positions, spec) -> tensor like x"
@@ -88,42 +92,6 @@ class MropeApply(Protocol):
         from conformance.mrope import diagnosis
 
         return diagnosis.diagnose(spec, prepared, graded, dtype)
-
-    # -- training (--grad): conformance/mrope/backward.py -----------------------------------------
-
-    differentiable = True
-
-    def grad_inputs(self, case, spec, prepared) -> dict:
-        return {"x": 0}
-
-    def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
-
-        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
-
-    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.mrope.backward import grade_gradient
-        from conformance.rope.backward import as_f64
-
-        return {"x": grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
-
-    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.mrope.backward import diagnose_gradient
-        from conformance.rope.backward import as_f64
-
-        if "x" not in graded:
-            return []
-        return diagnose_gradient(spec, dtype, as_f64(cotangents[0]), prepared.inputs_f64["positions"],
-                                 graded["x"].output_f64)
-
-    def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.mrope.backward import gradcheck_case
-        from conformance.training import gradcheck_identity
-
-        x, positions, spec = gradcheck_case()
-        return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
-                                   "mrope.apply.gradcheck", "x [1, 4, 1, 8] float64, Qwen2-VL sections (1, 1, 1) "
-                                   "over rotary_dim 6, t positions 0, 1, 7, 1000")]
 
 
 PROTOCOL = MropeApply()

@@ -254,3 +254,43 @@ def explain_gradient(ratio_of, got, ref, cands, role: str) -> list:
             if abs(c - 1.0) > 1e-3 and ratio_of(c * ref, None) <= 1.0:
                 found.append(Diagnosis("backward-scale", f"{role}: the gradient is {c:.6g} times the right one"))
     return found
+
+
+class RotationGradHooks:
+    """The training hooks of a protocol whose float input x (argument 0) is turned pair by pair
+    by per-pair angles read from ``position_role`` (mrope.apply, rope2d.apply): the gradient of
+    x against the family's R^T g. ``backward_module`` names the family's module that gives
+    ``grade_gradient``, ``diagnose_gradient`` and ``gradcheck_case``; ``gradcheck_what`` describes
+    the gradcheck's case. Put it before Protocol in the bases."""
+
+    differentiable = True
+    backward_module = ""
+    position_role = "positions"
+    gradcheck_what = ""
+
+    def _backward(self):
+        import importlib
+
+        return importlib.import_module(self.backward_module)
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"x": 0}
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        return {"x": self._backward().grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        if "x" not in graded:
+            return []
+        return self._backward().diagnose_gradient(spec, dtype, as_f64(cotangents[0]),
+                                                  prepared.inputs_f64[self.position_role], graded["x"].output_f64)
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        from conformance.training import gradcheck_identity
+
+        x, where, spec = self._backward().gradcheck_case()
+        return [gradcheck_identity(invoker, (x.to(device), where.to(device), spec), (0,), device,
+                                   f"{self.name}.gradcheck", self.gradcheck_what)]

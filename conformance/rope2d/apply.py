@@ -15,6 +15,7 @@ from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.rope import budgets
+from conformance.rope.backward import RotationGradHooks
 from conformance.rope2d.spec import spec_of
 from reference import rope, rope2d
 
@@ -69,7 +70,10 @@ def score(graded: Graded, profile: str, spec, dtype: str, x, coords, err) -> Non
     graded.curve[profile] = per_position_curve(row_major, token_max(err), token_max(budget), ratio_max(r))
 
 
-class Rope2dApply(Protocol):
+class Rope2dApply(RotationGradHooks, Protocol):
+    backward_module = "conformance.rope2d.backward"  # --grad: the gradient of x, R^T g
+    position_role = "coords"
+    gradcheck_what = "x [1, 5, 1, 8] float64, one CLS token and four patches up to (30, 7), interleaved layout"
     name = "rope2d.apply"
     family = "rope2d"
     signature = "fn(x, coords, spec) -> tensor like x"
@@ -109,42 +113,6 @@ class Rope2dApply(Protocol):
         from conformance.rope2d import diagnosis
 
         return diagnosis.diagnose(spec, prepared, graded)
-
-    # -- training (--grad): conformance/rope2d/backward.py ----------------------------------------
-
-    differentiable = True
-
-    def grad_inputs(self, case, spec, prepared) -> dict:
-        return {"x": 0}
-
-    def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
-
-        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
-
-    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.rope.backward import as_f64
-        from conformance.rope2d.backward import grade_gradient
-
-        return {"x": grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
-
-    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.rope.backward import as_f64
-        from conformance.rope2d.backward import diagnose_gradient
-
-        if "x" not in graded:
-            return []
-        return diagnose_gradient(spec, dtype, as_f64(cotangents[0]), prepared.inputs_f64["coords"],
-                                 graded["x"].output_f64)
-
-    def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.training import gradcheck_identity
-        from conformance.rope2d.backward import gradcheck_case
-
-        x, coords, spec = gradcheck_case()
-        return [gradcheck_identity(invoker, (x.to(device), coords.to(device), spec), (0,), device,
-                                   "rope2d.apply.gradcheck", "x [1, 5, 1, 8] float64, one CLS token and four patches "
-                                   "up to (30, 7), interleaved layout")]
 
 
 PROTOCOL = Rope2dApply()
