@@ -42,6 +42,12 @@ class RunGuard(Invoker):
         self.inner.close()
 
     def call(self, *args) -> Outcome:
+        return self._guarded(lambda: self.inner.call(*args))
+
+    def call_with(self, fn, *args) -> Outcome:
+        return self._guarded(lambda: self.inner.call_with(fn, *args))
+
+    def _guarded(self, make_call) -> Outcome:
         if self.stopped is None and self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -50,7 +56,7 @@ class RunGuard(Invoker):
                 self.inner.timeout = min(self.per_call if self.per_call is not None else math.inf, left)
         if self.stopped is not None:
             return Outcome("timeout", None, self.stopped, "")
-        out = self.inner.call(*args)
+        out = make_call()
         if out.kind != "timeout":
             self.streak = 0
             return out

@@ -154,12 +154,20 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
 
 
 class Invoker:
-    """Common interface: ``call(*args) -> Outcome``, ``close()``, and use as a context manager."""
+    """Common interface: ``call(*args) -> Outcome``, ``close()``, and use as a context manager.
+
+    ``call_with(fn, *args)`` calls another callable the adapter made (rope.module's module, which
+    its factory returned) under the same timeout and process-state guard; in-process only: such a
+    callable never crosses the process boundary."""
 
     isolated = False
 
     def call(self, *args) -> Outcome:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def call_with(self, fn: Callable, *args) -> Outcome:
+        raise NotImplementedError(f"{type(self).__name__} calls its adapter only: a callable the adapter "
+                                  "returned cannot be called across the process boundary")
 
     def close(self) -> None:
         pass
@@ -186,14 +194,17 @@ class InProcessInvoker(Invoker):
         self._state.close()
 
     def call(self, *args) -> Outcome:
-        with self._state.restored():
-            return self._call(args)
+        return self.call_with(self.fn, *args)
 
-    def _call(self, args) -> Outcome:
+    def call_with(self, fn: Callable, *args) -> Outcome:
+        with self._state.restored():
+            return self._call(fn, args)
+
+    def _call(self, fn: Callable, args) -> Outcome:
         if self.timeout is None:
             with _real_sigint_marked() as real:
                 try:
-                    return _call_catching(self.fn, args)
+                    return _call_catching(fn, args)
                 except KeyboardInterrupt as exc:
                     if real.is_set():
                         raise
@@ -203,7 +214,7 @@ class InProcessInvoker(Invoker):
 
         def work():
             try:
-                box["outcome"] = _call_catching(self.fn, args)
+                box["outcome"] = _call_catching(fn, args)
             except KeyboardInterrupt as exc:  # a real SIGINT reaches the main thread, not this one
                 box["outcome"] = _outcome_from_exception(exc)
             finally:

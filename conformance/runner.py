@@ -269,6 +269,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
     # The adapter gets its own copy of the spec: one that edits it (spec.scaling is a dict, as in
     # HF configs that code rewrites in place) must not change the reference it is graded against.
     prepared = proto.prepare(case, copy.deepcopy(spec), dtype, opts.device)
+    if proto.drives_calls:
+        prepared.invoker = invoker
     training = None
     if opts.grad or opts.autocast:
         training = _training_call(proto, case, spec, prepared, opts, invoker)
@@ -306,6 +308,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
             result.repro = repro_snippet(case.id, result.dtype, opts, target)
             result.duration_s = time.perf_counter() - start
             return result
+        if training is not None and graded.training is not None:
+            training["info"] = graded.training  # what the protocol's own calls gave (drives_calls)
         if proto.dtype_free and graded.output_dtype in tolerance.DTYPES:
             result.dtype = graded.output_dtype
         result.output_dtype = graded.output_dtype
@@ -381,8 +385,13 @@ def _training_call(proto, case, spec, prepared, opts: Options, invoker) -> dict:
         except Exception as exc:  # noqa: BLE001 - a protocol bug must not stop the run
             roles, cots, note = {}, (), f"--grad: the gradient could not be set up: {error_line(exc)}"
     plan = make_plan(tuple(roles.values()), cots, opts.autocast, opts.device)
-    return {"outcome": invoker.call(*prepared.args, plan), "roles": roles, "cotangents": cots, "info": None,
-            "note": note}
+    if proto.drives_calls:
+        # The adapter makes the callable (a module); grade() passes the plan on to its calls.
+        prepared.plan = plan
+        outcome = invoker.call(*prepared.args)
+    else:
+        outcome = invoker.call(*prepared.args, plan)
+    return {"outcome": outcome, "roles": roles, "cotangents": cots, "info": None, "note": note}
 
 
 def _training_value(training: dict, value, prepared, opts: Options):
@@ -409,8 +418,9 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
     if not opts.grad:
         return
     roles, info = training["roles"], training["info"]
-    if training.get("note"):
-        result.notes.append(training["note"])
+    note = training.get("note") or (info or {}).get("note")
+    if note:
+        result.notes.append(note)
         return
     if not roles:
         result.notes.append("--grad: no gradient graded for this case (no differentiable input here, "

@@ -21,7 +21,9 @@ Training hooks (``--grad``, conformance.training; a protocol whose ``differentia
 keeps the defaults and ``--grad`` is a usage error for it):
 
     grad_inputs(case, spec, prepared)           {role: index of the adapter argument} whose
-                                                gradients are graded ({}: none for this case)
+                                                gradients are graded ({}: none for this case);
+                                                for a protocol that drives_calls, the index is
+                                                into the arguments of the calls it makes
     cotangents(case, spec, prepared)            one cotangent tensor per output tensor
     grade_backward(case, spec, prepared, cotangents, grads)   {role: Graded} of each gradient
     diagnose_backward(case, spec, prepared, cotangents, grads, graded, dtype)   why it fails
@@ -46,6 +48,12 @@ class Prepared:
     args        the positional arguments of the adapter call
     inputs_f64  the inputs as the adapter sees them (rounded to the dtype), in float64 numpy
     watched     name -> (tensor passed to the adapter, pristine clone) for the mutation check
+
+    For a protocol that ``drives_calls`` the runner also sets, before ``grade``:
+    invoker     the run's invoker: ``invoker.call_with(f, *args)`` calls a callable the adapter
+                returned under the run's timeout, time limit and process-state guard
+    plan        the case's training plan (conformance.training.make_plan) under --grad or
+                --autocast, None otherwise: the protocol passes it on to its calls
     """
 
     args: tuple
@@ -53,6 +61,8 @@ class Prepared:
     watched: dict = field(default_factory=dict)
     dtype: Optional[str] = None
     device: str = "cpu"
+    invoker: Any = None
+    plan: Optional[dict] = None
 
 
 @dataclass
@@ -68,6 +78,10 @@ class Graded:
     mismatch: dict = field(default_factory=dict)  # profile -> (over budget, total, unit: "pairs")
     curve: dict = field(default_factory=dict)  # profile -> [[position, max_error, max_budget]]
     notes: dict = field(default_factory=dict)  # profile -> list[str]
+    # A protocol that drives its calls (Protocol.drives_calls) under a training plan: what its
+    # calls gave, in TrainingCall's form {"grads", "cotangent_dtypes", "problem"}, or {"note"}
+    # when there was nothing to differentiate. None otherwise.
+    training: Optional[dict] = None
 
     @property
     def gradable(self) -> bool:
@@ -106,6 +120,9 @@ class Protocol:
     signature = ""
     layouts: tuple = ()  # values --layout accepts besides "auto" (a probe decides them)
     dtype_free = False  # the adapter gets no tensor in the dtype under test: graded once per case
+    # The adapter returns a callable that grade() calls itself (rope.module's factory): the runner
+    # calls the adapter plainly and hands grade() its invoker and the training plan (Prepared).
+    drives_calls = False
     # Why a result within standard but over strict is only "acceptable" (CaseResult.notes).
     acceptable_note = "float32 intermediate arithmetic"
 

@@ -26,10 +26,22 @@ output matches the reference state of an earlier step: its frequencies or its ta
 ``longrope-switch`` (LongRoPE's short and long factors chosen at the wrong length) and
 ``angle-precision`` naming the floating buffers left in a low-precision dtype by the cast.
 
-The module lives in the runner's process: the steps run in-process even under ``--isolate``
-(its cases are skipped there with the reason: a module cannot cross the process boundary as
-plain data), a step that raises ends the script with ``raised`` naming the step, and the
-per-call timeout applies to the factory call only.
+The module lives in the runner's process: its cases are skipped under ``--isolate`` with the
+reason (a module cannot cross the process boundary as plain data). Every step goes through the
+run's invoker (``Invoker.call_with``), so the per-call timeout, the run's time limit and the
+process-state guard apply to each step as to the factory call; a step that raises or hangs ends
+the script with ``raised`` or ``timeout`` naming the step.
+
+Training (``--grad``, ``--autocast``; the protocol ``drives_calls``): the runner hands the case's
+training plan to grade(), which passes it on to every step (conformance.training.TrainingCall
+around the module): the step runs inside ``torch.autocast`` when asked, and under ``--grad`` x is a
+fresh leaf and the step's slice of the case's cotangent g [b, total, h, d] goes back through
+autograd. Each step's gradient of x is graded as rope.apply grades its gradient (f R_{-m} g on the
+pairs, g on the tail; conformance/rope/backward.py) with that step's spec, and diagnosed with the
+backward codes; the case's gradient ratio is its worst step's. Modules that return ``(cos, sin)``
+have no float input to differentiate: their cases say so and grade the forward only. The float64
+gradcheck (``rope.module.gradcheck``) builds a module for a small spec and checks
+``module(x, positions)`` in x.
 """
 
 from __future__ import annotations
@@ -58,9 +70,12 @@ class Step:
     x: np.ndarray  # float64 [b, s, h, d], the case's values (not yet rounded)
     positions: np.ndarray  # int64 [b, s]
     seq_len: int  # current length: largest position + 1
-    prepared: Optional[Prepared] = None  # rope.apply's (cache form: positions too)
+    bounds: tuple = (0, 0)  # (start, stop) of the step along the case's sequence axis
+    prepared: Optional[Prepared] = None  # rope.apply's (cache form: positions too); dtype: the budget's
     graded: Optional[Graded] = None
     output: Optional[object] = None  # output_f64 (x form) or (cos, sin) [b, s, r/2 or r]
+    training: Optional[dict] = None  # TrainingCall's result under --grad (gradient of x)
+    grad_graded: Optional[Graded] = None
 
     def describe(self) -> str:
         pos = self.positions
@@ -92,7 +107,7 @@ def script(case) -> list:
     out = []
     for k, (start, stop) in enumerate(step_bounds(case.params["steps"])):
         p = pos[:, start:stop]
-        out.append(Step(k, x[:, start:stop], p, step_seq_len(p)))
+        out.append(Step(k, x[:, start:stop], p, step_seq_len(p), (start, stop)))
     return out
 
 
@@ -122,6 +137,8 @@ class RopeModule(Protocol):
     signature = ("fn(spec) -> module; module(x, positions) -> tensor like x, or (cos, sin) with "
                  "module.posref_output = 'cos_sin'")
     dtype_free = False
+    drives_calls = True
+    differentiable = True
     acceptable_note = "float32 angle rounding, growing with position"
 
     def spec(self, case):
@@ -137,28 +154,77 @@ class RopeModule(Protocol):
     # -- grading ---------------------------------------------------------------------------
 
     def grade(self, case, spec, prepared, value) -> Graded:
-        from conformance.isolation import _call_catching
+        from conformance.rope.apply import PROTOCOL as APPLY
+        from conformance.training import TrainingCall, budget_dtype, unpack
 
         problem = self._ready(prepared, value)
         if problem is not None:
             return Graded(problems=[problem])
-        module = prepared.module
+        module, plan = prepared.module, prepared.plan
+        call = module if plan is None else TrainingCall(module)
+        autocast = plan.get("autocast") if plan is not None else None
         graded = Graded()
         for step in prepared.steps:
-            from conformance.rope.apply import PROTOCOL as APPLY
-
             sspec = step_spec(spec, step.seq_len)
             step.prepared = APPLY.prepare_arrays(step.x, step.positions, sspec, prepared.dtype, prepared.device)
             x_t, pos_t = step.prepared.args[:2]
-            outcome = _call_catching(module, (x_t, pos_t))
+            outcome = self._call(prepared, call, (x_t, pos_t) + self._step_plan(prepared, step))
             self._watch_buffers(prepared, module, step.index)
             if outcome.kind != "ok":
                 code = "raised" if outcome.kind in ("raised", "unsupported") else outcome.kind
                 graded.problems.append(Diagnosis(code, f"{step.describe()}: {outcome.error}"))
                 break
-            step.graded = self._grade_step(case, sspec, step, prepared, outcome.value)
-            self._merge(graded, step)
+            out, step.training = unpack(outcome.value)
+            chosen = budget_dtype(out, prepared.dtype, autocast)
+            if chosen != prepared.dtype:
+                step.prepared = dataclasses.replace(step.prepared, dtype=chosen)
+            step.graded = self._grade_step(case, sspec, step, prepared, out)
+            self._merge(graded, step, step.graded)
+        graded.training = self._training(prepared)
+        # Under autocast the case is graded with the budget every step's output arrived in, if one.
+        chosen = {s.prepared.dtype for s in prepared.steps if s.graded is not None}
+        if len(chosen) == 1:
+            prepared.dtype = chosen.pop()
         return graded
+
+    @staticmethod
+    def _call(prepared, fn, args):
+        if prepared.invoker is not None:
+            return prepared.invoker.call_with(fn, *args)
+        from conformance.isolation import _call_catching
+
+        return _call_catching(fn, args)
+
+    @staticmethod
+    def _step_plan(prepared, step) -> tuple:
+        """The trailing plan of a step's call: the case's, with the step's slice of the cotangent;
+        no gradient for a module that returns tables (nothing in them depends on x)."""
+        plan = prepared.plan
+        if plan is None:
+            return ()
+        if not plan["grad_args"] or prepared.form != "x":
+            return (dict(plan, grad_args=(), cotangents=()),)
+        start, stop = step.bounds
+        return (dict(plan, cotangents=tuple(c[:, start:stop].contiguous() for c in plan["cotangents"])),)
+
+    @staticmethod
+    def _training(prepared) -> Optional[dict]:
+        """Graded.training: the steps' gradients in TrainingCall's form (one tuple of per-step
+        gradients for x), the first step's problem, or a note when there is nothing to grade."""
+        plan = prepared.plan
+        if plan is None or not plan["grad_args"]:
+            return None
+        if prepared.form != "x":
+            return {"note": "--grad: the module returns (cos, sin), which do not depend on x: no gradient "
+                            "graded (its forward is)"}
+        ran = [s for s in prepared.steps if s.training is not None]
+        if not ran:
+            return {"note": "--grad: no step of the script returned, so no gradient was computed"}
+        for s in ran:
+            if s.training.get("problem"):
+                return {"grads": (), "cotangent_dtypes": (), "problem": f"{s.training['problem']} ({s.describe()})"}
+        return {"grads": (tuple(s.training["grads"][0] for s in ran),),
+                "cotangent_dtypes": ran[0].training["cotangent_dtypes"], "problem": None}
 
     def _ready(self, prepared, value) -> Optional[Diagnosis]:
         """Check the factory's result, apply the cast, read the declared output form."""
@@ -235,9 +301,9 @@ class RopeModule(Protocol):
         return worst
 
     @staticmethod
-    def _merge(graded: Graded, step: Step) -> None:
-        """Fold a step's grading into the case's: problems named by step, the largest ratio."""
-        g = step.graded
+    def _merge(graded: Graded, step: Step, g: Graded) -> None:
+        """Fold a step's grading g (of its output or of its gradient) into the case's: problems
+        named by step, the largest ratio, its worst element prefixed with the step."""
         for p in g.problems:
             graded.problems.append(Diagnosis(p.code, f"{step.describe()}: {p.message}"))
         if g.output_f64 is None:
@@ -287,6 +353,91 @@ class RopeModule(Protocol):
 
     def repro_call(self) -> str:
         return "module = fn(*args)  # then module(x, positions) for each step of the case"
+
+    # -- training (--grad): each step's gradient of x as rope.apply's -------------------------
+
+    def grad_inputs(self, case, spec, prepared) -> dict:
+        return {"x": 0}  # into each step's call module(x, positions)
+
+    def cotangents(self, case, spec, prepared) -> tuple:
+        from conformance.rope.backward import plain_cotangent
+
+        return (plain_cotangent(case.id, np.shape(case.arrays["x"]), prepared.dtype, prepared.device),)
+
+    def _graded_steps(self, prepared, grads):
+        """(step, its gradient) for the steps that ran to the backward."""
+        return zip([s for s in prepared.steps if s.training is not None], grads.get("x") or ())
+
+    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
+        from conformance.rope.apply import PROTOCOL as APPLY
+        from conformance.rope.backward import as_f64, grade_gradient
+
+        g = as_f64(cotangents[0])
+        graded = Graded()
+        for step, grad in self._graded_steps(prepared, grads):
+            start, stop = step.bounds
+            step.grad_graded = grade_gradient(APPLY, step_spec(spec, step.seq_len), step.prepared, step.x.shape,
+                                              step.positions, g[:, start:stop], grad, "x")
+            self._merge(graded, step, step.grad_graded)
+        return {"x": graded}
+
+    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+        from conformance.rope.apply import PROTOCOL as APPLY
+        from conformance.rope.backward import as_f64, diagnose_gradient
+
+        g, found, seen = as_f64(cotangents[0]), [], set()
+        for step, _ in self._graded_steps(prepared, grads):
+            gg = step.grad_graded
+            if gg is None or gg.output_f64 is None or (gg.ratio.get("standard") or np.inf) <= 1.0:
+                continue
+            start, stop = step.bounds
+            for d in diagnose_gradient(APPLY, step_spec(spec, step.seq_len), step.prepared.dtype, g[:, start:stop],
+                                       step.positions, gg.output_f64, f"x at {step.describe()}"):
+                if d.code not in seen:
+                    found.append(d)
+                    seen.add(d.code)
+        return found
+
+    def grad_blackbox(self, invoker, device, probe) -> list:
+        """torch.autograd.gradcheck of module(x, positions) in x, float64, for the first small spec
+        the factory supports (rope.apply's gradcheck case: half layout then interleaved, a
+        pass-through tail then full rotary)."""
+        from types import SimpleNamespace
+
+        from conformance.results import IdentityResult
+        from conformance.rope.backward import gradcheck_case
+        from conformance.training import TrainingCall, gradcheck_identity
+
+        ident = f"{self.name}.gradcheck"
+
+        def result(verdict, message):
+            return [IdentityResult(id=ident, dtype="float64", verdict=verdict, message=message)]
+
+        if probe is not None and probe.skip_reason(None):
+            return result("skip", probe.skip_reason(None))
+        refused = "no spec tried"
+        for layout in ("half", "interleaved"):
+            x, positions, spec = gradcheck_case(layout)
+            for s in (spec, dataclasses.replace(spec, rotary_dim=spec.head_dim)):
+                made = invoker.call(s)
+                if made.kind == "unsupported":
+                    refused = made.error
+                    continue
+                if made.kind != "ok" or not callable(made.value):
+                    return result("error", f"the factory failed for the gradcheck's spec: "
+                                           f"{made.error or type(made.value).__name__ + ' is not callable'}")
+                module = made.value
+                if getattr(module, OUTPUT_ATTRIBUTE, "x") != "x":
+                    return result("skip", "the module returns (cos, sin), which do not depend on x: nothing to "
+                                          "differentiate")
+                if device != "cpu" and callable(getattr(module, "to", None)):
+                    module = module.to(device) or module
+                wrapped = TrainingCall(module)
+                steps = SimpleNamespace(call=lambda *args: invoker.call_with(wrapped, *args))
+                return [gradcheck_identity(steps, (x.to(device), positions.to(device)), (0,), device, ident,
+                                           f"module(x, positions), x [1, 4, 1, 8] float64 at positions 0, 1, 7, "
+                                           f"1000 ({s.layout} layout, rotary_dim {s.rotary_dim})")]
+        return result("skip", f"the factory raised Unsupported for every small spec: {refused}")
 
 
 def _last_dim(value) -> Optional[int]:

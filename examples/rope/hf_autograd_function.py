@@ -9,7 +9,8 @@ passes through in both directions. cos and sin are HF's (float32 inv_freq and an
 examples/rope/hf_rotate_half.py; scalings none, "default" and "linear"), cast to x.dtype; both
 pair layouts ("half" (j, j + r/2) and "interleaved" (2i, 2i+1)) are supported.
 
-Adapter: ``apply`` (rope.apply; graded with ``posref conform ... --grad``).
+Adapters: ``apply`` (rope.apply) and ``module`` (rope.module: the Function inside a stateless
+nn.Module, as fused kernels are wrapped in models); graded with ``posref conform ... --grad``.
 """
 
 import torch
@@ -90,3 +91,20 @@ def _bshd(spec):
     import dataclasses
 
     return dataclasses.replace(spec, tensor_layout="bshd", cu_seqlens=None, inplace=False)
+
+
+class FusedRotary(torch.nn.Module):
+    """module(x, positions) -> x rotated by the Function (tables recomputed on every call)."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec
+
+    def forward(self, x, positions):
+        return apply(x, positions, self.spec)
+
+
+def module(spec):
+    """rope.module adapter: the factory."""
+    cache(torch.zeros(1, 1, dtype=torch.int64), spec)  # an unsupported scaling raises here, once
+    return FusedRotary(spec)

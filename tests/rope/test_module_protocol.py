@@ -36,8 +36,9 @@ def _load(path):
     return mod
 
 
-def _run(target, dtypes=("float32",), cases=None):
-    return run_conformance(target, "rope.module", dtypes=dtypes, cases=cases, identities=False, fresh=False)
+def _run(target, dtypes=("float32",), cases=None, **options):
+    return run_conformance(target, "rope.module", dtypes=dtypes, cases=cases, identities=False,
+                           **{"fresh": False, **options})
 
 
 def test_protocol_is_registered_with_its_codes():
@@ -96,7 +97,8 @@ def test_hf_module_passes_and_its_cast_is_diagnosed():
 def test_each_buggy_module_gets_its_code(path):
     mod = _load(path)
     assert mod.PROTOCOL == "rope.module"
-    report = _run(f"{path}:module", getattr(mod, "OPTIONS", {}).get("dtypes", ("float32",)))
+    options = dict(getattr(mod, "OPTIONS", {}))
+    report = _run(f"{path}:module", options.pop("dtypes", ("float32",)), **options)
     found = [d for c in report.cases for d in c.diagnoses]
     assert mod.CODE in {d.code for d in found}, [(d.code, d.message) for d in found]
     messages = " ".join(d.message for d in found if d.code == mod.CODE)
