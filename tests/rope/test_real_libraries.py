@@ -63,3 +63,21 @@ def test_short_cache_implementation_skips_positions_past_its_cache():
     verdicts = {c.id.rsplit("/", 1)[1]: c.verdict for c in report.cases}
     assert verdicts["prefill-8"] == "pass" and verdicts["decode-4095"] in ("pass", "acceptable")
     assert verdicts["around-2p16"] == verdicts["around-2p24"] == "skip"
+
+
+@pytest.mark.parametrize("path, module, layout, full_only", LIBRARIES, ids=[p for p, *_ in LIBRARIES])
+def test_library_backward_passes_under_grad_and_autocast(path, module, layout, full_only):
+    """Training mode on the same libraries: the gradient of x of every supported case is graded
+    and within budget (autograd's backward of a correct forward), under bfloat16 autocast too,
+    and the float64 gradcheck passes (or is skipped where the library refuses float64)."""
+    if module is not None and importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (pip install -e '.[test]')")
+    report = run_conformance(f"{EXAMPLES / path}:apply", "rope.apply", dtypes=("float32",), grad=True,
+                             autocast="bfloat16", cases="rope.apply/llama2-d128/*,rope.apply/llama2-d128-meta/*,rope.apply/gpt-j-6b/*",
+                             fresh=False)
+    graded = [c for c in report.cases if c.verdict != "skip"]
+    assert graded and report.summary()["overall"] == "pass", \
+        [(c.id, c.verdict, [d.message for d in c.diagnoses]) for c in graded if c.verdict not in ("pass", "acceptable")]
+    assert all(c.grad is not None and c.grad["inputs"]["x"]["budget_ratio"] <= 1.0 for c in graded)
+    (check,) = [i for i in report.identities if i.id == "rope.apply.gradcheck"]
+    assert check.verdict in ("pass", "skip"), check.message
