@@ -1,6 +1,8 @@
 """The learned lookup's backward (reference/learned/backward.py, issue 15): grad_x = g and the
 scatter-add of g into the table's rows, against central differences and exact rational sums
-(golden correctly rounded, fast within the recursive-summation bound), the identity, the mutants."""
+(golden correctly rounded, fast within the recursive-summation bound on the numpy and cpu
+backends, which agree bit for bit), the identity, the mutants. The cuda backend is tested in
+test_learned_cuda.py."""
 
 from __future__ import annotations
 
@@ -25,8 +27,9 @@ def _exact_table_grad(g, rows, n):
     return out
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
 @pytest.mark.parametrize("num_positions, variant, padding_idx", [(8, "absolute", None), (10, "roberta", 1)])
-def test_golden_is_correctly_rounded_fast_within_bound(num_positions, variant, padding_idx):
+def test_golden_is_correctly_rounded_fast_within_bound(num_positions, variant, padding_idx, backend):
     rng = np.random.default_rng(41)
     low, high = learned.position_range(num_positions, variant, padding_idx)
     pos = rng.integers(low, high, (3, 12), endpoint=True)
@@ -39,7 +42,7 @@ def test_golden_is_correctly_rounded_fast_within_bound(num_positions, variant, p
     want = np.array([[float(v) for v in row] for row in exact])
     gx, gt = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx, mode="golden")
     assert np.array_equal(gx, g) and np.array_equal(gt, want)
-    _, fast = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx)
+    _, fast = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx, backend=backend)
     counts = np.bincount(rows.reshape(-1), minlength=num_positions)[:, None]
     abs_sum = np.zeros((num_positions, 5))
     np.add.at(abs_sum, rows.reshape(-1), np.abs(g.reshape(-1, 5)))
@@ -48,8 +51,57 @@ def test_golden_is_correctly_rounded_fast_within_bound(num_positions, variant, p
     assert np.any(fast != want)  # the fast sum really rounds differently somewhere (the test can fail)
     if variant == "roberta":
         _, frozen = backward.lookup_vjp(g, pos, num_positions, variant=variant, padding_idx=padding_idx,
-                                        freeze_padding=True)
+                                        freeze_padding=True, backend=backend)
         assert np.all(frozen[padding_idx] == 0.0) and np.any(fast[padding_idx] != 0.0)
+
+
+def _scatter_cases():
+    """(g, positions, num_positions, keywords): repeated rows with cancellation, RoBERTa padding
+    (frozen or not), IEEE specials, a one-row table, and empty token and column sets."""
+    rng = np.random.default_rng(45)
+    g = rng.standard_normal((2, 30, 4)) * np.exp2(rng.integers(-60, 60, (2, 30, 4)))
+    pos = rng.integers(0, 3, (2, 30))
+    g[0, 1] = -g[0, 0] * (1 + 2.0**-45)
+    pos[0, 1] = pos[0, 0]
+    specials = np.array([[[np.inf, 1e308, -0.0], [-np.inf, 1e308, -0.0], [np.nan, -1e308, 0.0], [1.0, 1.0, -0.0]]])
+    roberta = dict(variant="roberta", padding_idx=1)
+    rpos = np.where(rng.random((2, 30)) < 0.3, -1, rng.integers(0, 5, (2, 30)))
+    return [
+        (g, pos, 5, {}),
+        (g, rpos, 8, roberta),
+        (g, rpos, 8, dict(roberta, freeze_padding=True)),
+        (specials, np.array([[0, 0, 1, 0]]), 2, {}),
+        (g[:1, :7], np.zeros((1, 7), np.int64), 1, {}),
+        (np.zeros((0, 4, 3)), np.zeros((0, 4), np.int64), 3, {}),
+        (np.zeros((2, 3, 0)), np.ones((2, 3), np.int64), 3, {}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_scatter_cases())))
+def test_cpu_scatter_add_is_numpy_add_at_bit_for_bit(case):
+    g, pos, n, kw = _scatter_cases()[case]
+    gx_np, gt_np = backward.lookup_vjp(g, pos, n, backend="numpy", **kw)
+    gx_cpu, gt_cpu = backward.lookup_vjp(g, pos, n, backend="cpu", **kw)
+    assert gt_cpu.shape == (n, g.shape[2]) and gt_cpu.dtype == np.float64
+    # the same additions in the same order: the same bits (NaN payloads and signed zeros included)
+    assert gt_cpu.tobytes() == gt_np.tobytes() and gx_cpu.tobytes() == gx_np.tobytes()
+    if kw.get("freeze_padding"):
+        assert np.all(gt_cpu[1] == 0.0)
+
+
+def test_golden_mode_is_the_same_on_every_backend():
+    g, pos, n, kw = _scatter_cases()[1]
+    want = backward.lookup_vjp(g, pos, n, mode="golden", **kw)[1]
+    for be in ("numpy", "cpu", "cuda"):  # golden runs on the host: "cuda" needs no GPU here
+        assert backward.lookup_vjp(g, pos, n, mode="golden", backend=be, **kw)[1].tobytes() == want.tobytes()
+
+
+def test_cpu_kernel_never_writes_outside_the_table():
+    from reference.learned import cpu_kernels
+
+    with pytest.raises(ValueError, match="^positions: 2 rows outside the 3-row table") as info:
+        cpu_kernels.scatter_add(np.ones((4, 2)), np.array([0, 3, -1, 2]), 3)
+    assert "\n" not in str(info.value)
 
 
 def test_central_differences():
@@ -87,6 +139,11 @@ def test_errors_name_the_argument():
         backward.lookup_vjp(np.zeros((1, 2, 3)), np.array([[0, 1]]), 0)
     with pytest.raises(ValueError, match="^mode:"):
         backward.lookup_vjp(np.zeros((1, 2, 3)), np.array([[0, 1]]), 4, mode="exact")
+    for mode in ("fast", "golden"):
+        for bad in ("gpu", None, "CPU"):
+            with pytest.raises(ValueError, match="^backend: must be one of cpu, cuda, numpy; got") as info:
+                backward.lookup_vjp(np.zeros((1, 2, 3)), np.array([[0, 1]]), 4, mode=mode, backend=bad)
+            assert "\n" not in str(info.value)
 
 
 def test_nonfinite_and_overflow():

@@ -1,5 +1,6 @@
 """CUDA backend of reference.learned: PTX for sm_80 / sm_90 at the real signatures, and the
-simulator agreeing bit for bit with the CPU and NumPy backends.
+simulator agreeing bit for bit with the CPU and NumPy backends, for the lookup and for its
+backward's scatter-add (backward.lookup_vjp).
 
 Both run in subprocesses: NUMBA_ENABLE_CUDASIM is read when numba.cuda is first imported, so an
 in-process check would depend on test order (and pytest-xdist worker reuse).
@@ -40,6 +41,7 @@ _PTX_SCRIPT = textwrap.dedent(
                 "add": len(re.findall(r"\\badd(\\.rn)?\\.f64\\b", ptx)),
                 "fma": len(re.findall(r"fma\\.rn\\.f64", ptx)),
                 "mul": len(re.findall(r"\\bmul(\\.rn)?\\.f64\\b", ptx)),
+                "atomic": len(re.findall(r"\\b(atom|red)\\.", ptx)),
                 "nargs": len(sig),
             })
         if patch:
@@ -73,9 +75,10 @@ def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
     for r in results:
         assert r["target"] == [f"sm_{r['cc'][0]}{r['cc'][1]}"], r
         assert r["entry"] == 1, r
-        # The lookup is one double addition (unrolled copies of it), with no product that NVVM
-        # could fuse into an FMA: bit-identical to the CPU kernel's IEEE addition.
-        assert r["add"] >= 1 and r["fma"] == 0 and r["mul"] == 0, r
+        # The lookup is one double addition (unrolled copies of it) and the scatter-add a chain of
+        # them, with no product that NVVM could fuse into an FMA: bit-identical to the CPU kernels'
+        # IEEE additions. No atomics: each thread owns its output, so the order of a sum is fixed.
+        assert r["add"] >= 1 and r["fma"] == 0 and r["mul"] == 0 and r["atomic"] == 0, r
 
 
 _SIM_SCRIPT = textwrap.dedent(
@@ -122,6 +125,54 @@ def test_cuda_agrees_bit_for_bit_and_refuses_the_wall(target):
         assert case["refused"].startswith("positions:") and "length wall" in case["refused"], case
 
 
+_SIM_BACKWARD_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from numba import config
+    from reference.learned import backward, cuda_kernels
+
+    def same(a, b):
+        # bit for bit, except that a GPU may return another NaN payload
+        nan = np.isnan(a)
+        return bool(a.shape == b.shape and np.array_equal(nan, np.isnan(b))
+                    and np.array_equal(np.where(nan, 0.0, a).view(np.int64), np.where(nan, 0.0, b).view(np.int64)))
+
+    rng = np.random.default_rng(8)
+    g = rng.standard_normal((2, 9, 3)) * np.exp2(rng.integers(-60, 60, (2, 9, 3)))
+    pos = rng.integers(0, 3, (2, 9))
+    g[0, 1] = -g[0, 0] * (1 + 2.0**-45)  # a near cancellation in a shared row
+    pos[0, 1] = pos[0, 0]
+    rpos = np.where(rng.random((2, 9)) < 0.3, -1, rng.integers(0, 4, (2, 9)))
+    specials = np.array([[[np.inf, 1e308], [-np.inf, 1e308], [np.nan, -0.0], [1.0, -0.0]]])
+    cases = [(g, pos, 4, {}), (g, rpos, 7, dict(variant="roberta", padding_idx=1)),
+             (g, rpos, 7, dict(variant="roberta", padding_idx=1, freeze_padding=True)),
+             (specials, np.array([[0, 0, 1, 1]]), 3, {}), (np.zeros((0, 2, 3)), np.zeros((0, 2), np.int64), 2, {})]
+    out = []
+    for g_, pos_, n, kw in cases:
+        cuda_t = backward.lookup_vjp(g_, pos_, n, backend="cuda", **kw)[1]
+        out.append({"cpu": same(cuda_t, backward.lookup_vjp(g_, pos_, n, backend="cpu", **kw)[1]),
+                    "numpy": same(cuda_t, backward.lookup_vjp(g_, pos_, n, backend="numpy", **kw)[1]),
+                    "frozen": bool(np.all(cuda_t[1] == 0.0)) if kw.get("freeze_padding") else None})
+    try:
+        cuda_kernels.scatter_add(np.ones((3, 2)), np.array([0, 4, 1]), 4)
+        refused = ""
+    except ValueError as exc:
+        refused = str(exc)
+    print(json.dumps({"simulated": bool(config.ENABLE_CUDASIM), "cases": out, "refused": refused}))
+    """
+)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cuda_scatter_add_agrees_bit_for_bit_and_refuses_the_wall(target):
+    res = run_script(_SIM_BACKWARD_SCRIPT, target_env(target))
+    assert res["simulated"] == (target == "simulator")
+    for case in res["cases"]:
+        assert case["cpu"] and case["numpy"] and case["frozen"] in (None, True), case
+    assert res["refused"].startswith("positions:") and "length wall" in res["refused"]
+
+
 def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
     script = textwrap.dedent(
         """
@@ -132,13 +183,23 @@ def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
         if cuda.is_available():
             print(json.dumps("gpu"))
         else:
-            try:
-                L.lookup(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), np.zeros((4, 2)), backend="cuda")
-            except ValueError as exc:
-                print(json.dumps(str(exc)))
+            from reference.learned import backward
+            msgs = []
+            for call in (lambda: L.lookup(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), np.zeros((4, 2)),
+                                          backend="cuda"),
+                         lambda: backward.lookup_vjp(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), 4,
+                                                     backend="cuda")):
+                try:
+                    call()
+                    msgs.append("returned")
+                except ValueError as exc:
+                    msgs.append(str(exc))
+            print(json.dumps(msgs))
         """
     )
-    msg = run_script(script)
-    if msg == "gpu":
+    msgs = run_script(script)
+    if msgs == "gpu":
         pytest.skip("a CUDA GPU is present, so the backend does not refuse")
-    assert msg.startswith("backend:") and "\n" not in msg
+    assert len(msgs) == 2
+    for msg in msgs:
+        assert msg.startswith("backend:") and "\n" not in msg
