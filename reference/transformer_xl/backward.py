@@ -21,7 +21,10 @@ Shapes: G [n_head, qlen, klen]; q [qlen, n_head, d_head]; k [klen, n_head, d_hea
 d_head]; r_weight [n_head * d_head, d_model]. ``score_vjp`` returns {"q", "k", "u", "v",
 "r_weight"}, each shaped like its input.
 
-Modes. fast: NumPy float64 (R from reference.sinusoidal, fast), within ``vjp_bound``. golden:
+Modes. fast: float64 on a backend, R from reference.sinusoidal's fast table on the same backend:
+"numpy" (the default: einsum, A_t by np.add.at), "cpu" (Numba @njit kernels, cpu_kernels.py) or
+"cuda" (numba.cuda kernels, cuda_kernels.py, one thread per gradient element summing its terms in
+the CPU kernels' fixed order: deterministic); every backend within ``vjp_bound``. golden:
 every gradient element computed at 200 bits from the exact sinusoid and rounded once (a
 reduction: faithful, in practice correctly rounded unless the terms cancel to 2^-140 of their
 size). ``score_jvp`` gives J dx = score(dq, k, du, dv, W) + score(q, dk, u, v, dW) (bilinearity),
@@ -36,7 +39,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_mode
+from reference.rope._validate import check_backend, check_mode
 
 from .core import _distance_table, check_config, check_inputs, inv_freq_mp, score, sinusoid
 
@@ -65,26 +68,49 @@ def _checked(G, q, k, u, v, r_weight, mlen, d_model, clamp_len):
     return check_cotangent(G, q, k), q, k, u, v, w, mlen, d_model, clamp_len
 
 
-def score_vjp(G, q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, mode="fast") -> dict:
-    """{role: gradient} of sum_hij G_hij score_hij (module docstring), float64 like each input."""
+def score_vjp(G, q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, backend="numpy", mode="fast") -> dict:
+    """{role: gradient} of sum_hij G_hij score_hij (module docstring), float64 like each input.
+    backend ("numpy", "cpu", "cuda") picks the fast mode's implementation; golden mode is the
+    mpmath computation on every backend."""
     G, q, k, u, v, w, mlen, d_model, clamp_len = _checked(G, q, k, u, v, r_weight, mlen, d_model, clamp_len)
-    mode = check_mode(mode)
+    backend, mode = check_backend(backend), check_mode(mode)
     if mode == "golden":
         return _golden(G, q, k, u, v, w, mlen, d_model, clamp_len)
+    values, index = _distance_table(q.shape[0], mlen, clamp_len)
+    R = sinusoid(values, d_model, backend=backend)
+    if backend == "numpy":
+        return _numpy_vjp(G, q, k, u, v, w, R, index)
+    if backend == "cpu":
+        from . import cpu_kernels as kernels
+    else:
+        from . import cuda_kernels as kernels
+    pairs, starts = pairs_by_distance(index, values.size)
+    return kernels.score_vjp(G, q, k, u, v, w, R, index, pairs, starts, 1.0 / math.sqrt(q.shape[2]))
+
+
+def pairs_by_distance(index, n_t) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs, starts) int64: the flat pair numbers i klen + j grouped by distance, ascending within
+    each group; distance t's pairs are pairs[starts[t]:starts[t + 1]] (the kernels' order for A_t)."""
+    flat = index.reshape(-1)
+    pairs = np.argsort(flat, kind="stable").astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=n_t))]).astype(np.int64)
+    return pairs, starts
+
+
+def _numpy_vjp(G, q, k, u, v, w, R, index) -> dict:
+    """The fast VJP with NumPy (backend "numpy"): the module docstring's formulas as einsums."""
     qlen, n_head, d_head = q.shape
-    values, index = _distance_table(qlen, mlen, clamp_len)
-    R = sinusoid(values, d_model, backend="numpy")
     r = (R @ w.T).reshape(-1, n_head, d_head)
     rk = r[index]  # [qlen, klen, n_head, d_head]
     gs = G * (1.0 / math.sqrt(d_head))
-    A = np.zeros((values.size, n_head, d_head))
+    A = np.zeros((R.shape[0], n_head, d_head))
     np.add.at(A, index, np.einsum("hij,ihe->ijhe", gs, q + v))
     return {
         "q": np.einsum("hij,jhe->ihe", gs, k) + np.einsum("hij,ijhe->ihe", gs, rk),
         "k": np.einsum("hij,ihe->jhe", gs, q + u),
         "u": np.einsum("hij,jhe->he", gs, k),
         "v": np.einsum("hij,ijhe->he", gs, rk),
-        "r_weight": A.reshape(values.size, n_head * d_head).T @ R,
+        "r_weight": A.reshape(R.shape[0], n_head * d_head).T @ R,
     }
 
 
@@ -148,7 +174,11 @@ def vjp_bound(G, q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0) -> dict:
     (n_pairs - 1) or over t (n_t - 1) in any order (recursive summation, Higham sec. 4.2); the
     products (u each, at most 2 per term), q + u / q + v (u), grad_q's two einsums added (u). The
     longest chain (grad_W: Gs 3, b 1, product 1, n_pairs - 1, R 3, product 1, n_t - 1) is n_pairs +
-    n_t + 7, grad_v's is n_pairs + d_model + 7: K covers every role."""
+    n_t + 7, grad_v's is n_pairs + d_model + 7: K covers every role. The kernels (backend "cpu",
+    "cuda") sum grad_q as sum_j Gs (k_e + r_e): the addition k + r (u) takes the place of the
+    addition of the two einsums, so the chain (Gs 3, r d_model + 3, the sum 1, the product 1, klen
+    - 1) stays below K; the others have the counts above in a fixed order, and the GPU's fma
+    contraction (one rounding for a product and a sum) only removes roundings."""
     G, q, k, u_, v_, w, mlen, d_model, clamp_len = _checked(G, q, k, u, v, r_weight, mlen, d_model, clamp_len)
     qlen, n_head, d_head = q.shape
     values, index = _distance_table(qlen, mlen, clamp_len)

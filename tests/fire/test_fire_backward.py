@@ -1,7 +1,8 @@
 """The float64 backward of fire.bias (reference/fire/backward.py): an mpmath derivative of the
 objective sum G b at 200 bits (one-sided derivatives averaged at the tie i = L, torch.max's
 convention), central differences on the MLP parameters (exact there up to rounding), the
-adjoint identity, torch's conventions at the kinks, argument errors."""
+adjoint identity, torch's conventions at the kinks, the fast backends (numpy, cpu) within
+vjp_bound of golden on the kinks, argument errors."""
 
 from __future__ import annotations
 
@@ -155,3 +156,94 @@ def test_user_errors_name_the_argument():
         backward.bias_vjp(np.zeros((2, 3, 3)), QP, KP, w, mode="exact")
     with pytest.raises(ValueError, match="^q_positions"):
         backward.bias_vjp(np.zeros((2, 3, 3)), -QP - 1, KP, w)
+
+
+# ---- the fast backends (numpy, cpu; cuda in test_fire_cuda.py) against golden, within vjp_bound ----
+
+FAST_BACKENDS = ("numpy", "cpu")
+
+
+def _kink_weights(**changes):
+    """_weights() with b1[0] = 0: unit 0's pre-activation is exactly 0 wherever x = 0 (i = j, or c = 0)."""
+    w = _weights()
+    w["b1"][0] = 0.0
+    return w | changes
+
+
+# (name, q positions, k positions, weights, init_L, bound small for every role, G zero on keys j > i)
+KINK_CASES = [
+    ("tie-and-zero-preactivation", QP, np.array([0, 1, 2, 4]), _kink_weights(), INIT_L, True, False),
+    ("negative-c-and-multiplier", QP, np.array([0, 1, 2, 4]), _kink_weights(c=-0.3, L_multiplier=-2.0), INIT_L, True,
+     True),
+    ("c-and-multiplier-zero", QP, KP, _kink_weights(c=0.0, L_multiplier=0.0), INIT_L, True, False),
+    # 0.1 * 10 rounds to 1.0: a tie at query 1 for the float64 L, not for the exact one (L > 1)
+    ("inexact-tie", np.array([0, 1, 3]), np.array([0, 1, 2]), _kink_weights(L_multiplier=0.1), 10.0, False, False),
+] + [(f"adjoint-case-{n}", qp, kp, identities._weights(lm=lm), init_L, True, n == 0)
+     for n, (qp, kp, lm, init_L) in enumerate(identities.BACKWARD_CASES)]
+
+
+@pytest.mark.parametrize("name, qp, kp, w, init_L, small, causal", KINK_CASES, ids=[c[0] for c in KINK_CASES])
+def test_fast_backends_within_the_vjp_bound(name, qp, kp, w, init_L, small, causal):
+    G = np.random.default_rng(len(name)).uniform(-2, 2, (w["W2"].shape[0], qp.size, kp.size))
+    if causal:  # the cotangent the conformance side passes for a causal bias: zero on the masked keys
+        G[:, kp[None, :] > qp[:, None]] = 0.0
+    golden = backward.bias_vjp(G, qp, kp, w, init_L=init_L, mode="golden")
+    bound = backward.vjp_bound(G, qp, kp, w, init_L=init_L)
+    for backend in FAST_BACKENDS:
+        fast = backward.bias_vjp(G, qp, kp, w, init_L=init_L, backend=backend)
+        for role in backward.ROLES:
+            assert np.shape(fast[role]) == np.shape(golden[role]) == np.shape(bound[role]), (backend, role)
+            assert np.all(np.abs(fast[role] - golden[role]) <= bound[role]), (backend, role, fast[role], golden[role])
+    for role in backward.ROLES:
+        if small or role != "L_multiplier":  # not vacuous: at least 30 bits of every gradient
+            assert np.all(bound[role] <= 1e-9 * (1 + np.abs(golden[role]).max())), role
+
+
+def _kink_terms(G, qp, kp, w, init_L):
+    """(relu'(0) = 1's extra in grad b1[0], the tie row's term of grad L_mult (half the one-sided
+    derivative's), the grad c that sign(0) = 1 would give): what each wrong convention changes."""
+    f = backward.features(qp, kp, w, init_L=init_L)
+    Gm = np.moveaxis(G, 0, -1)
+    at_zero = f["p"][..., 0] == 0
+    relu_extra = float(np.sum((Gm @ w["W2"][:, 0])[at_zero]))
+    gx = ((Gm @ w["W2"]) * f["active"]) @ w["W1"][:, 0]
+    tie = float(np.sum((gx * f["dx_dL"])[f["dm_dL"][:, 0] == 0.5])) * np.sign(w["L_multiplier"]) * init_L
+    ac, n, m, A, D = abs(w["c"]), f["n"], f["m"], f["A"], f["D"]
+    sign_one = float(np.sum(gx * (n / ((ac * n + 1) * D) - A * m / ((ac * m + 1) * D * D))))
+    return relu_extra, tie, sign_one
+
+
+def test_the_bound_tells_the_kink_conventions_apart():
+    """A backend with relu'(0) = 1, the whole one-sided derivative at the tie, or sign(0) = 1 would
+    be off by more than vjp_bound: the bound checks the conventions, not only the rounding."""
+    G = np.random.default_rng(12).uniform(-2, 2, (2, 3, 4))
+    qp, kp, w = QP, np.array([0, 1, 2, 4]), _kink_weights()
+    assert np.sum(backward.features(qp, kp, w, init_L=INIT_L)["p"][..., 0] == 0) == 3  # i = j at 0, 2, 4
+    bound = backward.vjp_bound(G, qp, kp, w, init_L=INIT_L)
+    relu_extra, tie, _ = _kink_terms(G, qp, kp, w, INIT_L)
+    assert abs(relu_extra) > 1e6 * bound["b1"][0] and abs(tie) > 1e6 * bound["L_multiplier"]
+    zero = _kink_weights(c=0.0, L_multiplier=0.0)
+    G0 = np.random.default_rng(13).uniform(-2, 2, (2, 3, 3))
+    bound0 = backward.vjp_bound(G0, QP, KP, zero, init_L=INIT_L)
+    assert bound0["c"] == 0 and bound0["L_multiplier"] == 0 and abs(_kink_terms(G0, QP, KP, zero, INIT_L)[2]) > 0
+    for backend in FAST_BACKENDS:
+        grads = backward.bias_vjp(G0, QP, KP, zero, init_L=INIT_L, backend=backend)
+        assert grads["c"] == 0 and grads["L_multiplier"] == 0, backend
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_no_query_gives_zero_gradients(backend):
+    w = _weights()
+    grads = backward.bias_vjp(np.zeros((2, 0, 3)), np.array([], dtype=np.int64), KP, w, backend=backend)
+    for role in backward.ROLES:
+        assert np.shape(grads[role]) == np.shape(w[role]) and not np.any(grads[role]), role
+
+
+def test_backend_is_checked_and_golden_ignores_it():
+    w = _weights()
+    G = np.random.default_rng(14).uniform(-2, 2, (2, 3, 3))
+    with pytest.raises(ValueError, match="^backend: must be one of cpu, cuda, numpy; got 'gpu'$"):
+        backward.bias_vjp(G, QP, KP, w, backend="gpu")
+    golden = backward.bias_vjp(G, QP, KP, w, init_L=INIT_L, mode="golden")
+    other = backward.bias_vjp(G, QP, KP, w, init_L=INIT_L, backend="cuda", mode="golden")  # no GPU needed
+    assert all(np.array_equal(golden[r], other[r]) for r in backward.ROLES)

@@ -1,6 +1,6 @@
 """The float64 backward of transformer_xl.score (reference/transformer_xl/backward.py): central
 differences (exact for a bilinear map up to rounding), an mpmath VJP from the independent oracle,
-the fast mode within its bound, the adjoint identity, argument errors."""
+the fast mode (numpy and cpu backends) within its bound, the adjoint identity, argument errors."""
 
 from __future__ import annotations
 
@@ -79,18 +79,60 @@ def test_golden_equals_an_mpmath_vjp_from_the_oracle():
                 assert golden[role][idx] == nearest_double(exact), (role, idx)
 
 
-@pytest.mark.parametrize("qlen, mlen, clamp", [(4, 0, 0), (3, 5, 0), (4, 4, 2), (1, 7, 0)])
-def test_fast_mode_within_its_bound(qlen, mlen, clamp):
+@pytest.mark.parametrize("qlen, mlen, clamp, masked", [(4, 0, 0, False), (3, 5, 0, False), (4, 4, 2, False),
+                                                        (1, 7, 0, False), (3, 2, 0, True), (4, 3, 2, True)])
+def test_fast_mode_within_its_bound(qlen, mlen, clamp, masked):
+    """Every fast backend here (numpy, cpu; cuda in test_transformer_xl_cuda.py) within vjp_bound of
+    golden: mlen 0 and > 0, with and without clamp_len, and with G zero on the masked keys j > i + mlen
+    (as the conformance side passes it)."""
     x = _inputs(qlen, mlen, 3, 8, 16, seed=qlen + 5 * mlen)
     G = _cotangent(x, 9)
+    if masked:
+        G[:, xl.distances(qlen, mlen) < 0] = 0.0
     kw = {"mlen": mlen, "d_model": 16, "clamp_len": clamp}
-    fast = backward.score_vjp(G, *x, **kw)
     golden = backward.score_vjp(G, *x, mode="golden", **kw)
     bound = backward.vjp_bound(G, *x, **kw)
+    for backend in ("numpy", "cpu"):
+        fast = backward.score_vjp(G, *x, backend=backend, **kw)
+        for role in backward.ROLES:
+            assert fast[role].shape == x[backward.ROLES.index(role)].shape
+            assert np.all(np.abs(fast[role] - golden[role]) <= bound[role]), (backend, role)
     for role in backward.ROLES:
-        assert fast[role].shape == x[backward.ROLES.index(role)].shape
-        assert np.all(np.abs(fast[role] - golden[role]) <= bound[role]), role
         assert np.all(bound[role] <= 1e-12 * (1 + np.abs(golden[role]).max()))
+
+
+def test_the_cpu_kernels_sum_the_pairs_of_each_distance():
+    """A cotangent on the pairs of one distance only: the cpu gradient of W_r is within vjp_bound,
+    and the same values on the pairs of the neighbouring distance (what a kernel grouping the pairs
+    wrongly would sum) are far outside it. The grouping: qlen 4, mlen 3, clamp 2 has distances
+    -3..1 on 1, 2, 3, 4, 4 pairs and the clamped 2 on the other 14, row-major within each."""
+    qlen, mlen, clamp = 4, 3, 2
+    x = _inputs(qlen, mlen, 2, 4, 8, seed=21)
+    d = xl.distances(qlen, mlen, clamp)
+    G = np.where(d == 1, _cotangent(x, 22), 0.0)
+    kw = {"mlen": mlen, "d_model": 8, "clamp_len": clamp}
+    cpu = backward.score_vjp(G, *x, backend="cpu", **kw)
+    golden = backward.score_vjp(G, *x, mode="golden", **kw)
+    bound = backward.vjp_bound(G, *x, **kw)
+    assert np.all(np.abs(cpu["r_weight"] - golden["r_weight"]) <= bound["r_weight"])
+    moved = np.zeros_like(G)
+    moved[:, d == 0] = G[:, d == 1]  # 4 pairs each
+    wrong = backward.score_vjp(moved, *x, backend="cpu", **kw)
+    assert np.max(np.abs(wrong["r_weight"] - golden["r_weight"])) > 1e6 * np.max(bound["r_weight"])
+    values, index = np.unique(d, return_inverse=True)
+    pairs, starts = backward.pairs_by_distance(index.reshape(d.shape), values.size)
+    assert values.tolist() == [-3, -2, -1, 0, 1, 2] and starts.tolist() == [0, 1, 3, 6, 10, 14, 28]
+    assert pairs[:6].tolist() == [6, 5, 13, 4, 12, 20] and sorted(pairs.tolist()) == list(range(28))
+
+
+def test_backend_is_checked_and_golden_ignores_it():
+    x = _inputs(2, 1, 2, 4, 8, seed=1)
+    G = _cotangent(x, 2)
+    with pytest.raises(ValueError, match="^backend: must be one of cpu, cuda, numpy; got 'gpu'$"):
+        backward.score_vjp(G, *x, mlen=1, d_model=8, backend="gpu")
+    golden = backward.score_vjp(G, *x, mlen=1, d_model=8, mode="golden")
+    other = backward.score_vjp(G, *x, mlen=1, d_model=8, backend="cuda", mode="golden")  # no GPU needed
+    assert all(np.array_equal(golden[r], other[r]) for r in backward.ROLES)
 
 
 def test_the_gradient_formula_on_one_entry():
