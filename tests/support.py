@@ -1,11 +1,13 @@
-"""Shared helpers for the conformance tests in tests/core and tests/rope (no tests here).
+"""Shared helpers for the tests (no tests here).
 
 - STYLES: the calibration implementations of bench/rope_styles.py, loaded through the loader;
-- small inline adapters (a float64 reference adapter and deliberately broken ones).
+- small inline adapters (a float64 reference adapter and deliberately broken ones);
+- load_file: an example file as a module (its CODE, PROTOCOL, OPTIONS and classes).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,15 @@ from conformance.loader import load_target
 
 ROOT = Path(__file__).resolve().parent.parent
 STYLES_FILE = ROOT / "bench" / "rope_styles.py"
+
+
+def load_file(path: Path, prefix: str = "posref_test"):
+    """The Python file at ``path`` executed as a fresh module named ``<prefix>_<family>_<stem>``."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"{prefix}_{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def style(name: str):

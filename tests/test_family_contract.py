@@ -13,7 +13,6 @@ A family is one folder on each side, ``reference/<family>/`` and ``conformance/<
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from conformance.core.protocol import Protocol
 from reference import families as reference_families
 from reference import identities
 from reference.golden import catalog, store
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = sorted(registry.families())
@@ -34,11 +34,6 @@ def _buggy_modules(family: str) -> list[Path]:
     return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
 
 
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"posref_contract_{path.parent.parent.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 BUGGY = [(family, path) for family in FAMILIES for path in _buggy_modules(family)]
@@ -89,7 +84,7 @@ def test_each_buggy_example_gets_its_code(family, path):
     otherwise), as a user would run it; CODE must be among the diagnoses."""
     from conformance import run_conformance
 
-    module = _load(path)
+    module = load_file(path)
     assert module.CODE in registry.codes(), f"{path.name}: unknown code {module.CODE}"
     assert module.PROTOCOL.startswith(family + ".")
     options = {"dtypes": ("float32",), "timeout": 60.0, **getattr(module, "OPTIONS", {})}
@@ -101,9 +96,9 @@ def test_each_buggy_example_gets_its_code(family, path):
 
 
 def test_every_diagnosis_code_is_emitted_by_some_buggy_example():
-    claimed = {_load(path).CODE for _, path in BUGGY}
+    claimed = {load_file(path).CODE for _, path in BUGGY}
     for family in FAMILIES:
-        own = {_load(path).CODE for f, path in BUGGY if f == family}
+        own = {load_file(path).CODE for f, path in BUGGY if f == family}
         missing = set(registry.families()[family].codes) - own
         assert not missing, f"{family}: no buggy example for {sorted(missing)}"
     assert not set(CORE_CODES) - claimed, f"core codes without a buggy example: {sorted(set(CORE_CODES) - claimed)}"

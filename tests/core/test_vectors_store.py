@@ -221,7 +221,7 @@ def test_d512_thetas_are_the_true_values():
 
 def _mp_rotate(x, positions, params, samples):
     """Exact-ish RoPE of selected tokens with mpmath (independent of reference.rope)."""
-    d, r, base, layout = params["head_dim"], params["rotary_dim"], params["base"], params["layout"]
+    r, base, layout = params["rotary_dim"], params["base"], params["layout"]
     out = {}
     with mpmath.workprec(160):
         for (bi, si, hi) in samples:

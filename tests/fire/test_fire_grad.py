@@ -4,7 +4,6 @@ one-sided convention, the buggy backward named, each diagnosis candidate recogni
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ from conformance import run_conformance
 from conformance.fire import backward
 from conformance.fire.bias import PROTOCOL
 from reference.golden import store
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "fire"
@@ -25,11 +25,6 @@ pytestmark = pytest.mark.skipif(not backward.keyed_grad_args(),
                                 reason="conformance.training does not accept (argument, key) gradient paths")
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"fire_grad_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_fire_module_gradients_pass_in_every_dtype():
@@ -88,7 +83,7 @@ def test_keys_not_graded_carry_no_cotangent():
 
 
 def test_a_backward_without_the_threshold_gradient_is_backward_missing(tmp_path):
-    module = _load(BUG)
+    module = load_file(BUG)
     assert module.OPTIONS == {"grad": True} and module.CODE == "backward-missing"
     report = run_conformance(f"{BUG}:bias", "fire.bias", dtypes=("float32",), fresh=False, **module.OPTIONS)
     for case in report.cases:

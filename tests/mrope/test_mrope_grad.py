@@ -1,7 +1,6 @@
 """--grad on mrope.apply: the VJP the runner grades against, the correct example, a wrong backward,
 each backward diagnosis on the reference's mutants, gradcheck, and a detached output."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from conformance import run_conformance
 from conformance.mrope import backward
 from conformance.mrope.spec import MropeSpec
 from reference import mrope
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "mrope"
@@ -63,15 +63,10 @@ def test_qwen_vl_passes_with_grad():
     assert check.verdict == "pass" and check.dtype == "float64"
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"grad_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_transposed_backward_gets_its_code_and_only_the_gradient_fails():
-    module = _load(BUG)
+    module = load_file(BUG)
     plain = run_conformance(f"{BUG}:apply", "mrope.apply", dtypes=("float32",), fresh=False, identities=False)
     assert plain.summary()["overall"] == "pass"  # its forward is right
     report = run_conformance(f"{BUG}:apply", "mrope.apply", dtypes=("float32",), **module.OPTIONS)

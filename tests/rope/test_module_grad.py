@@ -4,7 +4,6 @@ rope.apply's."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from conformance import run_conformance  # noqa: E402
 from conformance.rope import module as module_protocol  # noqa: E402
 from reference.golden import store  # noqa: E402
 from reference.rope import module_vectors  # noqa: E402
+from support import load_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope"
@@ -28,14 +28,9 @@ TWO_OFFSETS = "rope.module/scripts-d32/same-length-two-offsets"
 DYNAMIC = "rope.module/scripts-d32/dynamic-long-then-short"
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"posref_test_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
-_MODULE_TORCH = _load(EXAMPLES / "module_torch.py")
+_MODULE_TORCH = load_file(EXAMPLES / "module_torch.py")
 
 
 def _run(target, cases=TWO_OFFSETS, dtypes=("float32",), **options):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from conformance.rope import module as module_protocol  # noqa: E402
 from reference import rope as rr  # noqa: E402
 from reference.golden import store  # noqa: E402
 from reference.rope import module_vectors  # noqa: E402
+from support import load_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope"
@@ -29,11 +29,6 @@ def _cases():
     return {c.id.rsplit("/", 1)[1]: c for c in store.iter_cases("rope.module")}
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"posref_module_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _run(target, dtypes=("float32",), cases=None, **options):
@@ -95,7 +90,7 @@ def test_hf_module_passes_and_its_cast_is_diagnosed():
 
 @pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
 def test_each_buggy_module_gets_its_code(path):
-    mod = _load(path)
+    mod = load_file(path)
     assert mod.PROTOCOL == "rope.module"
     options = dict(getattr(mod, "OPTIONS", {}))
     report = _run(f"{path}:module", options.pop("dtypes", ("float32",)), **options)

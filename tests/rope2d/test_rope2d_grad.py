@@ -1,7 +1,6 @@
 """--grad on rope2d.apply: the VJP the runner grades against, the correct example, a wrong backward,
 each backward diagnosis on the reference's mutants, gradcheck, and a detached output."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ from conformance import run_conformance
 from conformance.rope2d import backward
 from conformance.rope2d.spec import Rope2dSpec
 from reference import rope2d
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope2d"
@@ -68,15 +68,10 @@ def test_rope_vit_passes_with_grad():
     assert check.verdict == "pass" and check.dtype == "float64"
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"grad_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_dropped_cls_gradient_is_backward_missing_where_there_is_a_cls_token():
-    module = _load(BUG)
+    module = load_file(BUG)
     plain = run_conformance(f"{BUG}:apply", "rope2d.apply", dtypes=("float32",), fresh=False, identities=False)
     assert plain.summary()["overall"] == "pass"  # its forward is right
     report = run_conformance(f"{BUG}:apply", "rope2d.apply", dtypes=("float32",), **module.OPTIONS)

@@ -4,7 +4,6 @@ recognised, gradcheck."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from conformance.transformer_xl import backward
 from conformance.transformer_xl.score import PROTOCOL
 from reference.golden import store
 from reference.transformer_xl import backward as reference_backward
+from support import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "transformer_xl"
@@ -25,11 +25,6 @@ BUG = EXAMPLES / "buggy" / "backward_scale.py"
 FEW = "transformer_xl.score/memory/heads4-d8-q3-m5,transformer_xl.score/clamp/*"
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(f"xl_grad_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_mem_transformer_style_gradients_pass_in_every_dtype():
@@ -79,7 +74,7 @@ def test_masked_entries_carry_no_cotangent():
 
 
 def test_the_missing_scale_in_a_hand_written_backward_is_named(tmp_path):
-    module = _load(BUG)
+    module = load_file(BUG)
     assert module.OPTIONS == {"grad": True} and module.CODE == "backward-scale"
     report = run_conformance(f"{BUG}:score", "transformer_xl.score", dtypes=("float32",), fresh=False, cases=FEW,
                              **module.OPTIONS)
