@@ -33,8 +33,9 @@ from the float64 inputs, each output rounded to the nearest double (faithful at 
 against oracle.py). Backends cpu (Numba), cuda, numpy. Never imports torch.
 
 Backward (issue 15): ``backward.vjp(g, hidden, weights, positions, config, ...)`` -> the gradients
-of hidden, wq, wk, wv, wo (fast: NumPy within a derived bound; golden: mpmath, faithfully
-rounded, certified against ``oracle.vjp_exact``); see backward.py.
+of hidden, wq, wk, wv, wo (fast: NumPy by default, or the Numba cpu / cuda kernels with
+backend=, within a derived bound; golden: mpmath, faithfully rounded, certified against
+``oracle.vjp_exact``); see backward.py.
 """
 
 from .core import Config, forward, key_positions, stages, visible

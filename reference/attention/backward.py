@@ -32,21 +32,49 @@ of the output that see no key are 0 in the forward whatever the inputs, so their
 contributes nothing.
 
 Modes.
-- "fast": plain float64 NumPy (einsum / matmul) on the forward's NumPy stages, RoPE's VJP by
-  ``reference.rope.backward.apply_vjp`` (backend numpy). Not faithful: its error is BOUNDED, per
-  element, by ``fast_bound`` = rho N + u |grad| + 2^-1074, N the same VJP evaluated on magnitudes
+- "fast": float64 on one of three backends (``backend``), each within ``fast_bound``: its error is
+  BOUNDED, per element, by rho N + u |grad| + 2^-1074, N the same VJP evaluated on magnitudes
   (``magnitudes``: every factor by its absolute value, every subtraction as a sum), rho the
   relative factor ``error_factor`` derived from the chain's roundings (float64 units, the logit
   error's amplification through exp included). tests/attention/test_attention_backward.py checks
-  the bound against the golden values.
+  the bound against the golden values on every backend.
 - "golden": the whole chain (forward and backward) in mpmath at 192 bits from the float64 inputs,
   RoPE at -m through the golden rotation, each gradient element rounded once to the nearest
   double: FAITHFULLY rounded (every gradient element is a reduction), certified against the
   independent ``oracle.vjp_exact`` (explicit softmax Jacobian diag(p) - p p^T, complex conjugate
-  rotations, mpmath matrices) in the tests.
+  rotations, mpmath matrices) in the tests. It does not depend on ``backend`` (any valid value).
 
-Backends: the backward has the NumPy path only (``backend`` is accepted for symmetry with the
-forward and must be "numpy" or "cpu"; both run NumPy). Never imports torch.
+Backends of the fast mode (``backend``, default "numpy"; checked by rope's check_backend).
+- "numpy": plain float64 NumPy (einsum / matmul) on the forward's NumPy stages
+  (``vjp_from_stages``), RoPE's VJP by ``reference.rope.backward.apply_vjp`` (backend numpy); the
+  conformance runner's reference.
+- "cpu" (Numba, cpu_kernels.py) and "cuda" (numba.cuda, cuda_kernels.py): the forward's kernel
+  stages (core.kernel_stages: Dot2 projections, RoPE and the bias on the same backend), dO = g W_o,
+  then per query row (softmax_backward: the weights p = e / total and o exactly as the forward's
+  ``attend``, dP_j = dO_hi . v_gj, delta = dO_hi . o_hi, dS = p (dP - delta), dQr = sum_j dZ_j
+  k_gj), per new token (key_value_backward: dKr, dV over the group's heads h, then the queries i),
+  RoPE's VJP by apply_vjp on the same backend, dX = [dQ dK dV] [W_q; W_k; W_v] as one sum per
+  element, dW_x = dx^T X and dW_o = g^T o; every contraction is Dot2 (cpu_kernels' docstring),
+  each output owned by one thread in a fixed order (no atomics on the GPU). T5's table is a
+  plain float64 scatter-add in the order (batch row, i, j), as the NumPy path's np.add.at; FIRE's
+  MLP gradient is reference.fire.backward.bias_vjp on the same backend, per batch row, on the
+  backend's dS (its orders are within fire_factor's gamma, any order). These two backends take
+  |g| <= 2^400, as the forward takes its inputs (Dekker's splitting in Dot2 stays finite). Why
+  ``fast_bound`` (derived for NumPy's sums) holds for them: an n-term Dot2 errs by at most u |x.y| + gamma(n)^2 sum |x_k
+  y_k| <= (gamma(n) + u) N (Ogita, Rump, Oishi 2005; the bound in cpu_kernels' docstring;
+  gamma(n) < 1), the factor ``error_factor`` charges every n-term product; the logits,
+  exponentials and compensated denominator are the forward kernels' (within the forward's softmax
+  bound e_p); o = (sum_j e_j v_j) / total divides once after the sum instead of once per weight,
+  the same relative factors (e_p, gamma(n) + u); the single sum for dX has hq d + 2 hkv d terms,
+  gamma(hq d + 2 hkv d + 2) + u in the bound; exact zero terms (keys a row does not see) leave a
+  Dot2 sum unchanged (TwoProduct and TwoSum are exact on them); RoPE's VJP on cpu and cuda is
+  within the same 4 pair-ulps as the NumPy twin (reference/rope/ACCURACY.md), under r_r's 9 u.
+  Measured on the tests' cases: errors against golden of the NumPy path's order, under 10^-2 of
+  the bound. The cpu and cuda results agree within a few u of the largest element (tests/attention/test_attention_cuda.py:
+  the GPU may contract dot * scale + bias into one FMA and its exp is libdevice's; the simulator
+  evaluates cuda.fma unfused, which turns Dot2 into a compensated sum of rounded products).
+
+Never imports torch.
 """
 
 from __future__ import annotations
@@ -57,9 +85,9 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_mode
+from reference.rope._validate import check_backend, check_mode
 
-from .core import GOLDEN_PREC, check_config, stages
+from .core import GOLDEN_PREC, MAX_ABS, check_config, check_inputs, kernel_stages, stages
 
 ROLES = ("hidden", "wq", "wk", "wv", "wo")
 U = 2.0**-53
@@ -77,11 +105,11 @@ def check_cotangent(g, shape) -> np.ndarray:
     return arr
 
 
-def _rope_vjp(x, positions, c):
+def _rope_vjp(x, positions, c, backend="numpy"):
     from reference.rope.backward import apply_vjp
 
     return apply_vjp(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
-                     seq_len=c.seq_len or None, backend="numpy")
+                     seq_len=c.seq_len or None, backend=backend)
 
 
 def vjp_from_stages(st: dict, g: np.ndarray, config, *, logit_scale=None, rope_back=None, keep=None) -> dict:
@@ -147,8 +175,9 @@ def t5_scatter(values: np.ndarray, st: dict, c) -> np.ndarray:
     return out
 
 
-def bias_gradients(st: dict, dS: np.ndarray, c) -> dict:
-    """{bias role: float64 gradient} from the bias's cotangent dS [b, hq, s, K] (module docstring)."""
+def bias_gradients(st: dict, dS: np.ndarray, c, backend: str = "numpy") -> dict:
+    """{bias role: float64 gradient} from the bias's cotangent dS [b, hq, s, K] (module docstring);
+    FIRE's VJP runs on ``backend``."""
     if c.encoding == "t5":
         return {"rel_bias": t5_scatter(dS, st, c)}
     if c.encoding != "fire":
@@ -159,7 +188,7 @@ def bias_gradients(st: dict, dS: np.ndarray, c) -> dict:
 
     w = {n: st["W"][n] for n in FIRE_WEIGHTS}
     pos, kpos = st["positions"], st["kpos"]
-    rows = [bias_vjp(dS[bi], pos[bi], kpos[bi], w) for bi in range(dS.shape[0])]
+    rows = [bias_vjp(dS[bi], pos[bi], kpos[bi], w, backend=backend) for bi in range(dS.shape[0])]
     return {n: np.sum([r[n] for r in rows], axis=0) for n in FIRE_WEIGHTS}
 
 
@@ -172,7 +201,7 @@ def _group_sum(x, hkv):
 def _projections_back(X, W, dQ, dK, dV, dWo) -> dict:
     b, s, D = X.shape
     flat = X.reshape(b * s, D)
-    dq, dk, dv = (a.reshape(b * s, -1) for a in (dQ, dK, dV))
+    dq, dk, dv = (a.reshape(b * s, a.shape[2] * a.shape[3]) for a in (dQ, dK, dV))  # b s = 0 allowed
     dX = dq @ W["wq"] + dk @ W["wk"] + dv @ W["wv"]
     return {"hidden": dX.reshape(b, s, D), "wq": dq.T @ flat, "wk": dk.T @ flat, "wv": dv.T @ flat, "wo": dWo}
 
@@ -188,15 +217,74 @@ def vjp(g, hidden, weights, positions, config, *, attention_mask=None, past_keys
         backend="numpy", mode="fast") -> dict:
     """{role: float64 gradient} of <g, forward(...)> for roles hidden, wq, wk, wv, wo and the
     bias's parameters of ``bias_roles`` (module docstring). g [b, s, D]; the other arguments as
-    reference.attention.forward."""
-    if backend not in ("numpy", "cpu"):
-        raise ValueError(f"backend: the attention backward runs NumPy only ('numpy' or 'cpu'), got {backend!r}")
-    mode = check_mode(mode)
+    reference.attention.forward. backend "numpy" (the default), "cpu" or "cuda" picks the fast
+    mode's implementation; golden mode is mpmath whatever the backend."""
+    backend, mode = check_backend(backend), check_mode(mode)
+    if mode == "fast" and backend != "numpy":
+        return _kernel_vjp(g, hidden, weights, positions, config, attention_mask, past_keys, past_values, backend)
     st = _stages(hidden, weights, positions, config, attention_mask, past_keys, past_values)
     cot = check_cotangent(g, st["out"].shape)
     if mode == "golden":
         return _golden(cot, st, check_config(config))
     return vjp_from_stages(st, cot, config)
+
+
+# ---- fast mode on the Numba kernels (backends cpu and cuda) ------------------------------------
+
+
+def _kernel_vjp(g, hidden, weights, positions, config, attention_mask, past_keys, past_values, backend) -> dict:
+    """The fast VJP on backend "cpu" or "cuda" (module docstring, "Backends"): the forward's
+    stages by its kernels (core.kernel_stages), dO = g W_o, the softmax backward and dQr per row,
+    dKr and dV per new token, RoPE's VJP on the same backend, then the projections, every
+    contraction by Dot2."""
+    c = check_config(config)
+    X, W, pos, mask, pk, pv = check_inputs(hidden, weights, positions, c, attention_mask, past_keys, past_values)
+    cot = _kernel_cotangent(g, X.shape)
+    st = kernel_stages(X, W, pos, mask, pk, pv, c, backend)
+    kern = st["kernels"]
+    b, s, D = X.shape
+    hq, d = c.num_heads, c.head_dim
+    scale = 1.0 / math.sqrt(d)
+    flat_g = cot.reshape(b * s, D)
+    dO = kern.project(flat_g, W["wo"].T).reshape(b, s, hq, d)
+    o, p, dS, dQ = kern.softmax_backward(st["qr"], st["keys"], st["values"], st["bias"], st["vis"], dO, scale,
+                                         c.group)
+    dK, dV = kern.key_value_backward(st["qr"], dO, p, dS, st["vis"], scale, c.group, pk.shape[2], c.num_kv_heads)
+    if c.encoding == "rope":
+        dQ, dK = _rope_vjp(dQ, pos, c, backend), _rope_vjp(dK, pos, c, backend)
+    out = _kernel_projections_back(kern, X, W, dQ, dK, dV)
+    out["wo"] = kern.project(flat_g.T, o.reshape(b * s, hq * d).T)
+    out.update(_kernel_bias_gradients(kern, dS, dict(W=W, positions=pos, kpos=st["kpos"], vis=st["vis"]), c, backend))
+    return out
+
+
+def _kernel_cotangent(g, shape) -> np.ndarray:
+    """``check_cotangent`` and |g| <= 2^400, the forward's limit on its inputs."""
+    cot = check_cotangent(g, shape)
+    if cot.size and np.max(np.abs(cot)) > MAX_ABS:
+        raise ValueError("g: must have |g| <= 2**400 on the cpu and cuda backends (Dot2's splitting stays exact)")
+    return cot
+
+
+def _kernel_projections_back(kern, X, W, dQ, dK, dV) -> dict:
+    """dX = [dQ dK dV] [W_q; W_k; W_v] (one Dot2 sum per element) and dW_x = dx^T X."""
+    b, s, D = X.shape
+    flat = X.reshape(b * s, D)
+    dx = np.concatenate([a.reshape(b * s, a.shape[2] * a.shape[3]) for a in (dQ, dK, dV)], axis=1)
+    dX = kern.project(dx, np.concatenate([W["wq"], W["wk"], W["wv"]]).T)
+    dW = kern.project(dx.T, flat.T)
+    nq, nk = W["wq"].shape[0], W["wk"].shape[0]
+    return {"hidden": dX.reshape(b, s, D), "wq": dW[:nq], "wk": dW[nq:nq + nk], "wv": dW[nq + nk:]}
+
+
+def _kernel_bias_gradients(kern, dS, st, c, backend) -> dict:
+    """T5's table by the backend's scatter kernel; FIRE's MLP by its VJP on the same backend."""
+    if c.encoding != "t5":
+        return bias_gradients(st, dS, c, backend)
+    from .core import t5_buckets
+
+    buckets = np.stack([t5_buckets(c, st["positions"][bi], st["kpos"][bi]) for bi in range(dS.shape[0])])
+    return {"rel_bias": kern.t5_scatter(dS, buckets.reshape(st["vis"].shape), st["vis"], c.num_buckets)}
 
 
 def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:

@@ -284,6 +284,18 @@ def forward(hidden, weights, positions, config, *, attention_mask=None, past_key
                       past_values=past_values)["out"]
     c = check_config(config)
     X, W, pos, mask, pk, pv = check_inputs(hidden, weights, positions, c, attention_mask, past_keys, past_values)
+    st = kernel_stages(X, W, pos, mask, pk, pv, c, backend)
+    kernels = st["kernels"]
+    b, s, dm = X.shape
+    hq, d = c.num_heads, c.head_dim
+    o = kernels.attend(st["qr"], st["keys"], st["values"], st["bias"], st["vis"], 1.0 / math.sqrt(d), c.group)
+    return kernels.project(o.reshape(b * s, hq * d), W["wo"]).reshape(b, s, dm)
+
+
+def kernel_stages(X, W, pos, mask, pk, pv, c, backend) -> dict:
+    """The fast forward's stages before the softmax on backend "cpu" or "cuda", from the validated
+    inputs: qr [b, s, hq, d] (after the encoding), keys, values [b, P+s, hkv, d] (cache first),
+    bias [b, hq, s, P+s], vis, kpos, all C-contiguous, and the backend's kernels module."""
     if backend == "cpu":
         from . import cpu_kernels as kernels
     else:
@@ -301,8 +313,7 @@ def forward(hidden, weights, positions, config, *, attention_mask=None, past_key
     kpos = key_positions(pos, P)
     vis = visible(c, mask, b, s, P)
     bias = np.ascontiguousarray(_bias(c, kpos, pos, backend, W))
-    o = kernels.attend(np.ascontiguousarray(q), keys, values, bias, vis, 1.0 / math.sqrt(d), c.group)
-    return kernels.project(o.reshape(b * s, hq * d), W["wo"]).reshape(b, s, dm)
+    return dict(qr=np.ascontiguousarray(q), keys=keys, values=values, bias=bias, vis=vis, kpos=kpos, kernels=kernels)
 
 
 # ---- golden mode: the chain in mpmath, rounded once ----------------------------------------

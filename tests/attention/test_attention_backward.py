@@ -121,16 +121,17 @@ def test_the_adjoint_identity_holds_and_can_fail():
     assert residual > 1e3
 
 
-def test_rows_without_a_visible_key_contribute_nothing():
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_rows_without_a_visible_key_contribute_nothing(backend):
     """Causal, row 1 left-padded over its first query: that query sees no key, its output is 0
     whatever the inputs, so its cotangent changes no gradient."""
     c = Config(4, 2, 4, True, "none")
     g, X, W, pos, kw = _case(19, c, past=0, padded=False)
     kw["attention_mask"][1, :1] = False
-    base = backward.vjp(g, X, W, pos, c, **kw)
+    base = backward.vjp(g, X, W, pos, c, **kw, backend=backend)
     g2 = g.copy()
     g2[1, 0] = 100.0
-    moved = backward.vjp(g2, X, W, pos, c, **kw)
+    moved = backward.vjp(g2, X, W, pos, c, **kw, backend=backend)
     assert all(np.array_equal(base[r], moved[r]) for r in backward.ROLES)
 
 
@@ -141,8 +142,16 @@ def test_invalid_arguments_are_refused_with_the_argument_named():
         backward.vjp(g[:, :2], X, W, pos, c, **kw)
     with pytest.raises(ValueError, match="^g:"):
         backward.vjp(np.full_like(g, np.nan), X, W, pos, c, **kw)
-    with pytest.raises(ValueError, match="^backend:"):
-        backward.vjp(g, X, W, pos, c, **kw, backend="cuda")
+    with pytest.raises(ValueError, match="^g:[^\n]*2\\*\\*400"):
+        backward.vjp(g * 2.0**600, X, W, pos, c, **kw, backend="cpu")
+    for mode in ("fast", "golden"):
+        with pytest.raises(ValueError, match="^backend:[^\n]*$"):
+            backward.vjp(g, X, W, pos, c, **kw, backend="gpu", mode=mode)
+    from numba import cuda
+
+    if not cuda.is_available():  # the cuda backend says why it cannot run, in one line
+        with pytest.raises(ValueError, match="^backend: 'cuda' needs[^\n]*$"):
+            backward.vjp(g, X, W, pos, c, **kw, backend="cuda")
     with pytest.raises(ValueError, match="mode"):
         backward.vjp(g, X, W, pos, c, **kw, mode="exact")
 
@@ -253,3 +262,101 @@ def test_the_bias_adjoint_identity_holds_and_can_fail():
 
     assert identities.bias_adjoint_residual("t5", vjp=wrong) > 1e3
     assert identities.bias_adjoint_residual("fire", vjp=wrong) > 1e3
+
+
+# ---- the Numba cpu backend (the cuda one: test_attention_cuda.py) -----------------------------
+
+KERPLE = dict(kerple_r1=(1.0, 0.5, 2.0, 0.25), kerple_r2=(0.5, 1.5, 0.005, 0.75))
+BACKEND_CASES = [  # (config, past, the first new position, a row that sees no key)
+    (Config(4, 2, 4, True, "rope"), 2, None, True),
+    (Config(4, 4, 4, False, "rope", scaling={"rope_type": "linear", "factor": 2.0}), 0, None, False),
+    (Config(4, 1, 4, False, "rope", layout="interleaved", rotary_dim=2, scaling=YARN), 2, None, False),
+    (Config(4, 4, 4, True, "alibi"), 2, None, True),
+    (Config(4, 2, 4, False, "none"), 0, None, False),
+    (Config(4, 2, 4, True, "kerple", kerple_variant="log", **KERPLE), 2, None, False),
+    (BIAS_CONFIGS[0], 2, 9, True),
+    (BIAS_CONFIGS[1], 2, 9, False),
+    (BIAS_CONFIGS[2], 2, 2, True),
+    (BIAS_CONFIGS[3], 0, 2, False),
+]
+BACKEND_IDS = ["rope-gqa-causal-decode-masked-row", "linear-mha-bidirectional", "yarn-mqa-interleaved-partial",
+               "alibi-causal-masked-row", "none-gqa-bidirectional", "kerple-log", "t5-causal-masked-row",
+               "t5-bidirectional", "fire-causal-masked-row", "fire-bidirectional"]
+
+
+def _backend_case(seed, config, past, start, masked_row):
+    """_case's draw (with the bias's weights for T5 and FIRE); masked_row: causal, batch row 1's
+    keys masked up to its first query's own slot (that query sees no key); a zero cotangent row
+    and a zero entry."""
+    if config.encoding in ("t5", "fire"):
+        g, X, W, pos, kw = _bias_case(seed, config, start=start)
+        if past == 0:
+            g, X, W, pos, kw = _strip_past(g, X, W, pos, kw)
+    else:
+        g, X, W, pos, kw = _case(seed, config, past=past)
+    if masked_row:
+        kw["attention_mask"][1, :past + 1] = False
+    g[0, 1] = 0.0
+    g[1, 2, 3] = 0.0
+    return g, X, W, pos, kw
+
+
+def _strip_past(g, X, W, pos, kw):
+    b, hkv, _, d = kw["past_keys"].shape
+    return g, X, W, pos, dict(attention_mask=kw["attention_mask"][:, 2:], past_keys=np.zeros((b, hkv, 0, d)),
+                              past_values=np.zeros((b, hkv, 0, d)))
+
+
+@pytest.mark.parametrize("config,past,start,masked_row", BACKEND_CASES, ids=BACKEND_IDS)
+def test_cpu_backend_gradients_are_within_the_fast_bound(config, past, start, masked_row):
+    """backend "cpu" (the Numba kernels) is within fast_bound of golden mode for every role (the
+    bias's parameters included), as the NumPy path is; golden mode is the same whatever the
+    backend; the cpu and NumPy gradients have the same roles and shapes."""
+    g, X, W, pos, kw = _backend_case(31, config, past, start, masked_row)
+    if masked_row:
+        assert not backward._stages(X, W, pos, config, kw["attention_mask"], kw["past_keys"],
+                                    kw["past_values"])["vis"][1, 0].any()
+    cpu = backward.vjp(g, X, W, pos, config, **kw, backend="cpu")
+    golden = backward.vjp(g, X, W, pos, config, **kw, mode="golden", backend="cuda")
+    numpy = backward.vjp(g, X, W, pos, config, **kw)
+    bound = backward.fast_bound(g, X, W, pos, config, **kw)
+    assert set(cpu) == set(backward.roles(config)) == set(golden)
+    for role in backward.roles(config):
+        assert cpu[role].shape == numpy[role].shape == golden[role].shape and cpu[role].dtype == np.float64
+        err = np.abs(cpu[role] - golden[role])
+        assert np.all(err <= bound[role] + np.spacing(np.abs(golden[role]))), (role, np.max(err / bound[role]))
+
+
+def test_cpu_backend_golden_mode_ignores_the_backend():
+    c = CONFIGS[0]
+    g, X, W, pos, kw = _case(32, c)
+    ref = backward.vjp(g, X, W, pos, c, **kw, mode="golden")
+    for backend in ("cpu", "cuda"):
+        got = backward.vjp(g, X, W, pos, c, **kw, mode="golden", backend=backend)
+        assert all(np.array_equal(ref[r], got[r]) for r in backward.ROLES), backend
+
+
+def test_cpu_backend_separates_a_missing_logit_scale():
+    """The cpu gradients of q and k are far closer to the NumPy path's than the NumPy path with
+    the logit scale missing in the backward (the conformance fault model) is: the kernels apply
+    the scale."""
+    c = CONFIGS[0]
+    g, X, W, pos, kw = _case(33, c)
+    st = backward._stages(X, W, pos, c, kw["attention_mask"], kw["past_keys"], kw["past_values"])
+    wrong = backward.vjp_from_stages(st, g, c, logit_scale=1.0)
+    numpy = backward.vjp(g, X, W, pos, c, **kw)
+    cpu = backward.vjp(g, X, W, pos, c, **kw, backend="cpu")
+    for role in ("hidden", "wq", "wk"):
+        near, far = np.max(np.abs(cpu[role] - numpy[role])), np.max(np.abs(wrong[role] - numpy[role]))
+        assert near <= 64 * U * np.max(np.abs(numpy[role])) < 1e-6 * far, role
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+@pytest.mark.parametrize("b,s", [(2, 0), (0, 3)])
+def test_empty_batch_or_sequence_gives_zero_gradients(backend, b, s):
+    c = CONFIGS[0]
+    g, X, W, pos, kw = _case(34, c, b=max(b, 2), s=max(s, 1), past=2, padded=False)
+    kw = dict(past_keys=kw["past_keys"][:b], past_values=kw["past_values"][:b])
+    out = backward.vjp(g[:b, :s], X[:b, :s], W, pos[:b, :s], c, **kw, backend=backend)
+    assert out["hidden"].shape == (b, s, X.shape[2])
+    assert all(out[r].shape == W[r].shape and not np.any(out[r]) for r in ("wq", "wk", "wv", "wo"))
