@@ -259,10 +259,12 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
     # The serving-shape bugs are graded in tests/rope/test_shapes.py and test_apply_qk.py.
     covered |= {"batch_row_zero_only.py", "positions_from_heads_axis.py", "tile_tail_unrotated.py",
                 "k_unrotated.py"}
-    # The stateful-module bugs are graded in tests/rope/test_module_protocol.py, the training bugs in
-    # tests/core/test_training.py and tests/rope/test_rope_grad.py.
+    # The stateful-module bugs are graded in tests/rope/test_module_protocol.py (under --grad and
+    # --autocast also in test_module_grad.py), the training bugs in tests/core/test_training.py and
+    # tests/rope/test_rope_grad.py.
     covered |= {"module_dynamic_stale.py", "module_length_keyed_cache.py", "module_longrope_switch.py",
-                "module_persistent_inv_freq.py", "backward_transposed.py", "backward_layout.py",
+                "module_persistent_inv_freq.py", "module_backward_transposed.py", "module_autocast_bf16_angles.py",
+                "backward_transposed.py", "backward_layout.py",
                 "backward_missing.py", "backward_scale.py", "autocast_bf16_angles.py"}
     assert set(files) == covered
     for name in files:
