@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -64,3 +65,85 @@ def assert_cuda_matches_cpu(target: str, setup: str, tolerance: float = 8 * 2.0*
     res = run_script(_COMPARE.format(setup=setup), target_env(target))
     assert res["simulated"] == (target == "simulator")
     assert res["golden_identical"] and res["fast_rel"] <= tolerance, res
+
+
+# ---- PTX for sm_80 and sm_90 (no GPU needed) -------------------------------------------------
+
+PTX_OPS = {
+    "fma": r"\bfma\.rn\.f64\b",
+    "mul": r"\bmul(\.rn)?\.f64\b",
+    "mul_rn": r"\bmul\.rn\.f64\b",
+    "add": r"\badd(\.rn)?\.f64\b",
+    "div_rn": r"\bdiv\.rn\.f64\b",
+    "sqrt_rn": r"\bsqrt\.rn\.f64\b",
+    "atomic": r"\b(atom|red)\.",
+    "approx": r"\.approx\b",
+}
+
+_PTX = """
+import json, re
+from types import SimpleNamespace
+from unittest import mock
+from numba import cuda
+import importlib
+K = importlib.import_module({module!r})
+ops = {ops!r}
+kernels = []
+for cc in ((8, 0), (9, 0)):
+    # numba-cuda compiles device functions for the current device's compute capability, which
+    # needs a driver: without a GPU, say it is the target's. With a GPU nothing is patched.
+    patch = None
+    if not cuda.is_available():
+        patch = mock.patch("numba.cuda.dispatcher.get_current_device", lambda: SimpleNamespace(compute_capability=cc))
+        patch.start()
+    for fn, sig in K.PTX_SIGNATURES:
+        ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
+        kernels.append(dict(kernel=fn.__name__, cc="%d%d" % cc, target=re.findall(r"\\.target\\s+(\\S+)", ptx),
+                            entry=len(re.findall(r"\\.entry\\s", ptx)),
+                            **{{name: len(re.findall(rx, ptx)) for name, rx in ops.items()}}))
+    if patch is not None:
+        patch.stop()
+jitted = sorted(v.py_func.__name__ for v in vars(K).values()
+                if type(v).__name__ == "CUDADispatcher" and not v.targetoptions.get("device"))
+print(json.dumps({{"kernels": kernels, "jitted": jitted}}))
+"""
+
+
+def ptx_report(module: str) -> list[dict]:
+    """Every kernel of ``module``'s ``PTX_SIGNATURES`` compiled to PTX for sm_80 and sm_90 in a
+    fresh interpreter: one dict per kernel and target with its name, ``cc`` ("80", "90"), and the
+    number of each instruction of ``PTX_OPS``. Asserts what holds for every kernel of the project:
+    each compiles to one entry point for its target, and every kernel the module hands to
+    ``cuda.jit`` (device functions aside) is listed, so none escapes the check."""
+    res = run_script(_PTX.format(module=module, ops=PTX_OPS))
+    kernels = res["kernels"]
+    names = {k["kernel"] for k in kernels}
+    assert set(res["jitted"]) <= names, f"jitted but not in PTX_SIGNATURES: {sorted(set(res['jitted']) - names)}"
+    assert len(kernels) == 2 * len(names) and names, kernels
+    for k in kernels:
+        assert k["target"] == [f"sm_{k['cc']}"] and k["entry"] == 1, k
+    return kernels
+
+
+_REFUSAL = """
+import json
+import numpy as np
+from numba import cuda
+if cuda.is_available():
+    print(json.dumps("gpu"))
+else:
+    try:
+{call}
+        print(json.dumps("returned"))
+    except ValueError as exc:
+        print(json.dumps(str(exc)))
+"""
+
+
+def assert_refused_without_gpu(call: str) -> None:
+    """``call`` (Python statements using backend="cuda") run without a GPU or the simulator must
+    raise a one-line ValueError naming the backend (skipped where a GPU is present)."""
+    msg = run_script(_REFUSAL.format(call=textwrap.indent(textwrap.dedent(call).strip(), " " * 8)))
+    if msg == "gpu":
+        pytest.skip("a CUDA GPU is present, so the backend does not refuse")
+    assert msg.startswith("backend:") and "\n" not in msg, msg

@@ -3,10 +3,9 @@
 and within a few ulps of the CPU backend; under the simulator (CI) and on a real GPU where there
 is one; every kernel compiles to PTX for sm_80 and sm_90."""
 
-import textwrap
 
 import pytest
-from cuda_support import TARGETS, assert_cuda_matches_cpu, run_script, target_env
+from cuda_support import TARGETS, assert_cuda_matches_cpu, ptx_report, run_script, target_env
 
 _SETUP = """
 from reference import attention
@@ -70,33 +69,11 @@ def test_cuda_backward_is_within_the_bound_and_matches_cpu(target):
 def test_kernels_compile_to_ptx():
     """Every kernel of PTX_SIGNATURES compiles for sm_80 and sm_90 without atomics (each thread
     owns its outputs); the Dot2 kernels take the products' errors by FMA and keep the products
-    themselves as mul.rn (never contracted)."""
-    script = textwrap.dedent(
-        """
-        import json
-        from types import SimpleNamespace
-        from unittest import mock
-        from numba import cuda
-        from reference.attention import cuda_kernels as K
-        ok = {}
-        for cc in ((8, 0), (9, 0)):
-            patch = None
-            if not cuda.is_available():  # device functions ask for the current device's cc
-                patch = mock.patch("numba.cuda.dispatcher.get_current_device",
-                                   lambda: SimpleNamespace(compute_capability=cc))
-                patch.start()
-            for fn, sig in K.PTX_SIGNATURES:
-                ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
-                # the scatter adds plain float64 terms; the others are Dot2
-                sums = ("add.f64",) if fn is K.t5_scatter_kernel else ("fma.rn.f64", "mul.rn.f64")
-                ok[f"{fn.__name__}@{cc[0]}{cc[1]}"] = "atom." not in ptx and all(op in ptx for op in sums)
-            if patch is not None:
-                patch.stop()
-        print(json.dumps(ok))
-        """
-    )
-    res = run_script(script)
-    kernels = ("project_kernel", "attend_kernel", "softmax_backward_kernel", "query_backward_kernel",
-               "key_value_backward_kernel", "t5_scatter_kernel")
-    assert sorted(res) == sorted(f"{k}@{cc}" for k in kernels for cc in ("80", "90")), res
-    assert len(res) == 12 and all(res.values()), res
+    themselves as mul.rn (never contracted); the T5 scatter adds plain float64 terms."""
+    kernels = ptx_report("reference.attention.cuda_kernels")
+    names = ["project_kernel", "attend_kernel", "softmax_backward_kernel", "query_backward_kernel",
+             "key_value_backward_kernel", "t5_scatter_kernel"]
+    assert [k["kernel"] for k in kernels] == names * 2, kernels
+    for k in kernels:
+        sums = k["add"] if k["kernel"] == "t5_scatter_kernel" else k["fma"] and k["mul_rn"]
+        assert sums and not k["atomic"], k

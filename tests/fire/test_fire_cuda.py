@@ -5,7 +5,7 @@ simulator (CI) and on a real GPU where there is one; every kernel compiles to PT
 import textwrap
 
 import pytest
-from cuda_support import TARGETS, assert_cuda_matches_cpu, run_script, target_env
+from cuda_support import TARGETS, assert_cuda_matches_cpu, ptx_report, run_script, target_env
 
 _SETUP = """
 from reference import fire
@@ -68,20 +68,7 @@ def test_cuda_vjp_within_the_vjp_bound(target):
 def test_kernels_compile_to_ptx():
     """Every kernel in PTX_SIGNATURES compiles for sm_80 and sm_90 with float64 fma, no atomics
     (the backward is deterministic), and correctly rounded division where the features divide."""
-    script = textwrap.dedent(
-        """
-        import json
-        from numba import cuda
-        from reference.fire import cuda_kernels as K
-        ok = []
-        for cc in ((8, 0), (9, 0)):
-            for fn, sig in K.PTX_SIGNATURES:
-                ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
-                ok.append([fn.__name__, fn.__name__ in ptx and "fma.rn.f64" in ptx and "atom." not in ptx
-                           and (fn.__name__ == "param_kernel" or "div.rn.f64" in ptx)])
-        print(json.dumps(ok))
-        """
-    )
-    res = run_script(script)
-    assert [name for name, _ in res] == ["bias_kernel", "entry_kernel", "param_kernel"] * 2, res
-    assert all(good for _, good in res), res
+    kernels = ptx_report("reference.fire.cuda_kernels")
+    assert [k["kernel"] for k in kernels] == ["bias_kernel", "entry_kernel", "param_kernel"] * 2, kernels
+    for k in kernels:
+        assert k["fma"] and not k["atomic"] and (k["kernel"] == "param_kernel" or k["div_rn"]), k

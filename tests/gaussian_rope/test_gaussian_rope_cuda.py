@@ -8,7 +8,7 @@ All run in subprocesses: NUMBA_ENABLE_CUDASIM is read when numba.cuda is first i
 import textwrap
 
 import pytest
-from cuda_support import TARGETS, assert_cuda_matches_cpu, run_script, target_env
+from cuda_support import TARGETS, assert_cuda_matches_cpu, assert_refused_without_gpu, ptx_report, run_script, target_env
 
 SETUP = textwrap.dedent(
     """
@@ -90,63 +90,16 @@ def test_cuda_score_vjp_within_the_fast_bound_and_near_the_cpu(target):
     assert res["sums"]["within"] and (res["sums"]["identical"] or target == "gpu"), res["sums"]
 
 
-_PTX_SCRIPT = textwrap.dedent(
-    """
-    import json, re
-    from numba import cuda
-    from reference.gaussian_rope import cuda_kernels as K
-
-    # every kernel the module hands to cuda.jit (its dispatchers), by name
-    jitted = sorted(v.py_func.__name__ for v in vars(K).values() if type(v).__name__ == "CUDADispatcher")
-    results = []
-    for cc in [(8, 0), (9, 0)]:
-        for fn, sig in K.PTX_SIGNATURES:
-            ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
-            results.append({
-                "kernel": fn.__name__, "cc": list(cc),
-                "target": re.findall(r"\\.target\\s+(\\S+)", ptx),
-                "entry": len(re.findall(r"\\.entry\\s", ptx)),
-                "fma": len(re.findall(r"\\bfma\\.rn\\.f64\\b", ptx)),
-                "atomic": len(re.findall(r"\\b(atom|red)\\.", ptx)),
-                "approx": len(re.findall(r"\\.approx\\b", ptx)),
-            })
-    print(json.dumps({"jitted": jitted, "results": results}))
-    """
-)
-
-
 def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
-    res = run_script(_PTX_SCRIPT)
-    results = res["results"]
-    names = {r["kernel"] for r in results}
-    assert res["jitted"] and names == set(res["jitted"])  # every kernel is listed in PTX_SIGNATURES
-    assert len(results) == 2 * len(names)
-    for r in results:
-        assert r["target"] == [f"sm_{r['cc'][0]}{r['cc'][1]}"] and r["entry"] == 1, r
+    for k in ptx_report("reference.gaussian_rope.cuda_kernels"):
         # the weighted sum's multiply-adds, fused by NVVM into round-once FMAs (as documented);
         # no atomics (each thread owns its output: a fixed order), nothing approximate
-        assert r["fma"] >= 1 and r["atomic"] == 0 and r["approx"] == 0, r
+        assert k["fma"] >= 1 and k["atomic"] == 0 and k["approx"] == 0, k
 
 
 def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
-    script = textwrap.dedent(
-        """
-        import json
-        import numpy as np
-        from numba import cuda
+    assert_refused_without_gpu("""
         from reference.gaussian_rope import DOCUMENT_KERNEL, backward
-        if cuda.is_available():
-            print(json.dumps("gpu"))
-        else:
-            q, pos = np.ones((1, 2, 1, 4)), np.zeros((1, 2), np.int64)
-            try:
-                backward.score_vjp(np.ones((1, 1, 2, 2)), q, q, pos, pos, kernel=DOCUMENT_KERNEL, backend="cuda")
-                print(json.dumps("returned"))
-            except ValueError as exc:
-                print(json.dumps(str(exc)))
-        """
-    )
-    msg = run_script(script)
-    if msg == "gpu":
-        pytest.skip("a CUDA GPU is present, so the backend does not refuse")
-    assert msg.startswith("backend:") and "\n" not in msg
+        q, pos = np.ones((1, 2, 1, 4)), np.zeros((1, 2), np.int64)
+        backward.score_vjp(np.ones((1, 1, 2, 2)), q, q, pos, pos, kernel=DOCUMENT_KERNEL, backend="cuda")
+    """)

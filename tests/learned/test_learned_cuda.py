@@ -6,79 +6,18 @@ Both run in subprocesses: NUMBA_ENABLE_CUDASIM is read when numba.cuda is first 
 in-process check would depend on test order (and pytest-xdist worker reuse).
 """
 
-import ast
-import pathlib
 import textwrap
 
 import pytest
-from cuda_support import TARGETS, run_script, target_env
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-_PTX_SCRIPT = textwrap.dedent(
-    """
-    import json, re
-    from types import SimpleNamespace
-    from unittest import mock
-    from numba import cuda
-    from reference.learned import cuda_kernels as K
-
-    results = []
-    for cc in [(8, 0), (9, 0)]:
-        # Without a GPU numba-cuda cannot ask the driver for the device's compute capability:
-        # tell it the target (the one the kernel is compiled for). With a GPU nothing is patched.
-        patch = None
-        if not cuda.is_available():
-            fake = SimpleNamespace(compute_capability=cc)
-            patch = mock.patch("numba.cuda.dispatcher.get_current_device", lambda: fake)
-            patch.start()
-        for fn, sig in K.PTX_SIGNATURES:
-            ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
-            results.append({
-                "kernel": fn.__name__, "cc": list(cc),
-                "target": re.findall(r"\\.target\\s+(\\S+)", ptx),
-                "entry": len(re.findall(r"\\.entry\\s", ptx)),
-                "add": len(re.findall(r"\\badd(\\.rn)?\\.f64\\b", ptx)),
-                "fma": len(re.findall(r"fma\\.rn\\.f64", ptx)),
-                "mul": len(re.findall(r"\\bmul(\\.rn)?\\.f64\\b", ptx)),
-                "atomic": len(re.findall(r"\\b(atom|red)\\.", ptx)),
-                "nargs": len(sig),
-            })
-        if patch:
-            patch.stop()
-    print(json.dumps(results))
-    """
-)
-
-
-
-
-def _kernels_defined_in_module():
-    """Names passed to cuda.jit in cuda_kernels.py, read from the source (no numba.cuda import)."""
-    tree = ast.parse((ROOT / "reference" / "learned" / "cuda_kernels.py").read_text())
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    jitted = {
-        n.value.args[0].id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-        and ast.unparse(n.value.func) == "cuda.jit" and n.value.args and isinstance(n.value.args[0], ast.Name)
-    }
-    assert jitted and jitted <= defined
-    return jitted
+from cuda_support import TARGETS, assert_refused_without_gpu, ptx_report, run_script, target_env
 
 
 def test_every_cuda_kernel_compiles_to_ptx_for_sm80_and_sm90():
-    results = run_script(_PTX_SCRIPT)
-    names = {r["kernel"] for r in results}
-    assert names == _kernels_defined_in_module()  # every kernel is listed in PTX_SIGNATURES
-    assert len(results) == 2 * len(names)
-    for r in results:
-        assert r["target"] == [f"sm_{r['cc'][0]}{r['cc'][1]}"], r
-        assert r["entry"] == 1, r
+    for k in ptx_report("reference.learned.cuda_kernels"):
         # The lookup is one double addition (unrolled copies of it) and the scatter-add a chain of
         # them, with no product that NVVM could fuse into an FMA: bit-identical to the CPU kernels'
         # IEEE additions. No atomics: each thread owns its output, so the order of a sum is fixed.
-        assert r["add"] >= 1 and r["fma"] == 0 and r["mul"] == 0 and r["atomic"] == 0, r
+        assert k["add"] >= 1 and k["fma"] == 0 and k["mul"] == 0 and k["atomic"] == 0, k
 
 
 _SIM_SCRIPT = textwrap.dedent(
@@ -173,33 +112,9 @@ def test_cuda_scatter_add_agrees_bit_for_bit_and_refuses_the_wall(target):
     assert res["refused"].startswith("positions:") and "length wall" in res["refused"]
 
 
-def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
-    script = textwrap.dedent(
-        """
-        import json
-        import numpy as np
-        import reference.learned as L
-        from numba import cuda
-        if cuda.is_available():
-            print(json.dumps("gpu"))
-        else:
-            from reference.learned import backward
-            msgs = []
-            for call in (lambda: L.lookup(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), np.zeros((4, 2)),
-                                          backend="cuda"),
-                         lambda: backward.lookup_vjp(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), 4,
-                                                     backend="cuda")):
-                try:
-                    call()
-                    msgs.append("returned")
-                except ValueError as exc:
-                    msgs.append(str(exc))
-            print(json.dumps(msgs))
-        """
-    )
-    msgs = run_script(script)
-    if msgs == "gpu":
-        pytest.skip("a CUDA GPU is present, so the backend does not refuse")
-    assert len(msgs) == 2
-    for msg in msgs:
-        assert msg.startswith("backend:") and "\n" not in msg
+@pytest.mark.parametrize("call", [
+    "L.lookup(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), np.zeros((4, 2)), backend='cuda')",
+    "backward.lookup_vjp(np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=np.int64), 4, backend='cuda')",
+], ids=["lookup", "lookup_vjp"])
+def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error(call):
+    assert_refused_without_gpu(f"import reference.learned as L\nfrom reference.learned import backward\n{call}")

@@ -7,7 +7,7 @@ an in-process check would depend on test order (and pytest-xdist worker reuse).
 import textwrap
 
 import pytest
-from cuda_support import TARGETS, run_script, target_env
+from cuda_support import TARGETS, assert_refused_without_gpu, run_script, target_env
 
 _PTX_SCRIPT = textwrap.dedent(
     """
@@ -178,22 +178,7 @@ def test_cuda_agrees_with_cpu_and_numpy(target):
 
 
 def test_cuda_backend_without_gpu_or_simulator_is_a_one_line_error():
-    script = textwrap.dedent(
-        """
-        import json
-        import numpy as np
+    assert_refused_without_gpu("""
         import reference.rope as R
-        from numba import cuda
-        if cuda.is_available():
-            print(json.dumps("gpu"))
-        else:
-            try:
-                R.apply(np.zeros((1, 1, 1, 4)), np.zeros((1, 1), dtype=np.int64), backend="cuda")
-            except ValueError as exc:
-                print(json.dumps(str(exc)))
-        """
-    )
-    msg = run_script(script)
-    if msg == "gpu":
-        pytest.skip("a CUDA GPU is present, so the backend does not refuse")
-    assert msg.startswith("backend:") and "\n" not in msg
+        R.apply(np.zeros((1, 1, 1, 4)), np.zeros((1, 1), dtype=np.int64), backend="cuda")
+    """)

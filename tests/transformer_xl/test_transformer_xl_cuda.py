@@ -5,7 +5,7 @@ simulator (CI) and on a real GPU where there is one; kernels compile to PTX."""
 import textwrap
 
 import pytest
-from cuda_support import TARGETS, run_script, target_env
+from cuda_support import TARGETS, ptx_report, run_script, target_env
 
 _SCRIPT = textwrap.dedent(
     """
@@ -75,22 +75,10 @@ def test_kernels_compile_to_ptx():
     """Every kernel in PTX_SIGNATURES compiles for sm_80 and sm_90: float64 fma or products, no
     approximate division or square root (fastmath would give them), no atomics (the backward is
     deterministic), and the scores divide and take the root correctly rounded."""
-    script = textwrap.dedent(
-        """
-        import json
-        from numba import cuda
-        from reference.transformer_xl import cuda_kernels as K
-        ok = []
-        for cc in ((8, 0), (9, 0)):
-            for fn, sig in K.PTX_SIGNATURES:
-                ptx, _ = cuda.compile_ptx(fn, sig, cc=cc)
-                ok.append([fn.__name__, fn.__name__ in ptx and ("fma.rn.f64" in ptx or "mul.rn.f64" in ptx)
-                           and ".approx" not in ptx and "atom." not in ptx
-                           and (fn.__name__ != "score_kernel" or ("div.rn.f64" in ptx and "sqrt.rn.f64" in ptx))])
-        print(json.dumps(ok))
-        """
-    )
-    res = run_script(script)
+    kernels = ptx_report("reference.transformer_xl.cuda_kernels")
     names = ["project_kernel", "score_kernel", "query_grad_kernel", "key_grad_kernel", "bias_grad_kernel",
              "distance_sums_kernel"]
-    assert [name for name, _ in res] == names * 2 and all(good for _, good in res), res
+    assert [k["kernel"] for k in kernels] == names * 2, kernels
+    for k in kernels:
+        assert (k["fma"] or k["mul_rn"]) and not k["approx"] and not k["atomic"], k
+        assert k["kernel"] != "score_kernel" or (k["div_rn"] and k["sqrt_rn"]), k
