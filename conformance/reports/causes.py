@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from conformance.reports._common import case_ratio, codes, fmt_float, messages
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|'[^'\s]{1,40}'")
+# A number not glued to a word or a single dot (a range "0..5" is two numbers), or a short quoted name.
+_NUMBER = re.compile(r"(?<!\w)(?<![^.]\.)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?!\w|\.(?!\.))|'[^'\s]{1,40}'")
 
 
 @dataclass
@@ -56,9 +57,10 @@ def _span(texts: list) -> str:
 
 
 def template(message: str) -> tuple[str, list]:
-    """The message with every number replaced by {}, and the numbers as written."""
+    """The message with every number replaced by {} (its own braces doubled, so that format gives
+    them back), and the numbers as written."""
     numbers = _NUMBER.findall(message)
-    return _NUMBER.sub("{}", message.replace("{", "(").replace("}", ")")), numbers
+    return _NUMBER.sub("{}", message.replace("{", "{{").replace("}", "}}")), numbers
 
 
 def merge(messages_: list) -> list:

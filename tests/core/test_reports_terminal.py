@@ -202,3 +202,15 @@ def test_one_bug_one_group_with_numbers_as_ranges():
     assert "      base 10000 used instead of 500000 to 8000000" in lines
     i = lines.index(heads[0])
     assert lines[i + 1].startswith("      what it means: ")  # the code's meaning from the registry
+
+
+def test_merged_causes_keep_braces_and_read_ranges_as_numbers():
+    """Messages equal up to their numbers merge: a range "0..7" is two numbers, and a formula's
+    braces (R_{-m}) survive the merge."""
+    from conformance.reports.causes import merge
+
+    lines = merge(["x at step 0 (8 token(s) at positions 0..7): R_{-m} g expected",
+                   "x at step 0 (6 token(s) at positions 0..5): R_{-m} g expected"])
+    assert lines == [("x at step 0 (6 to 8 token(s) at positions 0..5 to 7): R_{-m} g expected", 2)]
+    assert merge(["version 1.2.3 and sm_80", "version 1.2.4 and sm_80"]) == [
+        ("version 1.2.3 and sm_80", 1), ("version 1.2.4 and sm_80", 1)]  # not numbers: kept apart
