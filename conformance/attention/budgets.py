@@ -3,7 +3,7 @@ on the float64 reference's intermediates (docs/tolerance.md, "Attention").
 
 Units: u = u_T rounds every stored intermediate; t = table_roundoff(T, profile) is the unit of
 the RoPE tables and the ALiBi bias (standard: float32 admitted; strict: T's own); a = min(t, u_32)
-is the unit of accumulations, exp and the softmax: float32 for float16 and bfloat16 in both
+(tolerance.accumulation_roundoff) is the unit of accumulations, exp and the softmax: float32 for float16 and bfloat16 in both
 profiles (every torch matmul, softmax and SDPA kernel accumulates half precision in float32;
 a loop accumulating in bfloat16 itself is an accuracy fault this budget reports), float32 for a
 float64 run in standard, float64 in strict; g = angle_roundoff(profile) rounds the RoPE angle
@@ -125,7 +125,7 @@ def forward_bounds(st: dict, spec, positions: np.ndarray, dtype: str, profile: s
     [b, s, hq d], out [b, s, D] (without the subnormal floor); the gradient budget starts from them."""
     u = tolerance.unit_roundoff(dtype)
     t = tolerance.table_roundoff(dtype, profile)
-    a = min(t, tolerance.UNIT_ROUNDOFF["float32"])
+    a = tolerance.accumulation_roundoff(dtype, profile)
     g = tolerance.angle_roundoff(profile)
     X, W = st["X"], st["W"]
     b, s, D = X.shape
@@ -212,7 +212,7 @@ def gradient_budget(st: dict, spec, positions, g, back: dict, grads: dict, dtype
     Budget = E + T's smallest subnormal."""
     u = tolerance.unit_roundoff(dtype)
     t = tolerance.table_roundoff(dtype, profile)
-    a = min(t, tolerance.UNIT_ROUNDOFF["float32"])
+    a = tolerance.accumulation_roundoff(dtype, profile)
     ang = tolerance.angle_roundoff(profile)
     fw = forward_bounds(st, spec, positions, dtype, profile)
     X, W = st["X"], st["W"]
@@ -314,7 +314,7 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
 
     u = tolerance.unit_roundoff(dtype)
     t = tolerance.table_roundoff(dtype, profile)
-    a = min(t, tolerance.UNIT_ROUNDOFF["float32"])
+    a = tolerance.accumulation_roundoff(dtype, profile)
     c = reference_config(spec)
     vis = st["vis"][:, None]
     EdS = np.where(vis, EdS, 0.0)

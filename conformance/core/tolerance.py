@@ -62,6 +62,17 @@ def table_roundoff(dtype: str, profile: str) -> float:
     return max(u, UNIT_ROUNDOFF["float32"]) if check_profile(profile) == "standard" else u
 
 
+def accumulation_roundoff(dtype: str, profile: str) -> float:
+    """The unit of a sum's additions (a dot product, a reduction over tokens): u_tab, but never
+    coarser than float32. Every torch matmul, einsum, sum and softmax accumulates float16 and
+    bfloat16 in float32 and rounds the result to T once (cuBLAS, oneDNN and the CPU reductions'
+    opmath type; SDPA and flash-attention alike), so an n-term sum in T errs by about n u_32 + u_T
+    of its terms' magnitudes, not n u_T: a loop that accumulates in T itself is the accuracy fault
+    the budget then reports. Only the unit of the n - 1 additions changes: each rounding to T of
+    a stored intermediate still costs u_tab."""
+    return min(table_roundoff(dtype, profile), UNIT_ROUNDOFF["float32"])
+
+
 def angle_roundoff(profile: str) -> float:
     """Unit roundoff of the arithmetic the profile admits for angles: float32 or float64."""
     return UNIT_ROUNDOFF["float32"] if check_profile(profile) == "standard" else UNIT_ROUNDOFF["float64"]

@@ -16,7 +16,10 @@ at a tie i = L torch.max(q, threshold) gives each side half the gradient (dm/dL 
 
 Budget, per gradient element, first order in u = u_tab (the dtype's table roundoff: standard
 admits float32 intermediates, strict the dtype's own; the module computes the feature in
-float32, or float64 for a float64 model, never coarser than u). Notation as fire.bias's budget:
+float32, or float64 for a float64 model, never coarser than u) for each value rounded to T, and
+a = the accumulation unit (conformance.core.tolerance.accumulation_roundoff: float32 for half
+dtypes, as torch's matmuls and sums accumulate) for the additions of a sum: a sum of n terms
+with k roundings to T around it costs n a + k u of its terms' magnitudes. Notation as fire.bias's budget:
 n = |i - j|, A = psi(n), D = psi(max(i, L)) + eps, x = A / D, p_k = W1_k x + b1_k, with the
 forward's errors e_A = 3u + 2u A, e_D = 3u + 3u D, err_x = u (3 (1 + x) / D + 6 x) and
 err_p_k = |W1_k| err_x + 2u |W1_k x| + u |b1_k|; n_e the number of graded entries (the sums over
@@ -24,26 +27,26 @@ entries run over them, in any order: recursive summation's gamma_{n_e}, Higham s
 Autograd through the module (Linear -> ReLU -> Linear in T, the feature in float32) computes:
 
 - delta_k = [p_k > 0] sum_h G_hk W2_hk (G W2 over H heads, then the ReLU mask of the *computed*
-  p_k): magnitude S_k = sum_h |G_h W2_hk|, error (H + 1) u S_k where p_k > 0; where
+  p_k): magnitude S_k = sum_h |G_h W2_hk|, error (H a + u) S_k where p_k > 0; where
   |p_k| <= err_p_k the mask may differ from the exact one (the kink): error S_k there.
-- grad_b2 = sum_ij G: (n_e + 2) u sum |G|.
-- grad_W2 = sum_ij G a_k: sum |G| (err_p_k + (n_e + 2) u |a_k|) (a_k carries the forward's error).
-- grad_b1 = sum_ij delta_k: its errors plus (n_e + 2) u sum S_k.
+- grad_b2 = sum_ij G: (n_e a + 2 u) sum |G|.
+- grad_W2 = sum_ij G a_k: sum |G| (err_p_k + (n_e a + 2 u) |a_k|) (a_k carries the forward's error).
+- grad_b1 = sum_ij delta_k: its errors plus (n_e a + 2 u) sum S_k.
 - grad_W1 = sum_ij delta_k x_T: its errors times |x|, S_k (err_x + u |x|) (x rounded to T),
-  (n_e + 3) u sum S_k |x|.
+  (n_e a + 3 u) sum S_k |x|.
 - gx = sum_k delta_k W1_k (the feature's gradient, cast to float32): magnitude S_x = sum_k S_k
-  |W1_k| over the units active or at the kink, error E_x = sum_k |W1_k| err_delta_k + (hidden +
-  2) u S_x; the computed gx is at most g_x = |gx| + E_x in size.
+  |W1_k| over the units active or at the kink, error E_x = sum_k |W1_k| err_delta_k + (hidden a
+  + 2 u) S_x; the computed gx is at most g_x = |gx| + E_x in size.
 - grad_c = sum_ij gx sign(c) (t1 - t2), t1 = n / ((|c| n + 1) D), t2 = A t2', t2' = m / ((|c| m
   + 1) D^2): error sum_ij [E_x |t1 - t2| (gx's error goes down both paths) + g_x (|t1| (e_D / D
-  + 8u) + e_A t2' + |t2| (2 e_D / D + 10u))] + (n_e + 4) u sum_ij g_x (|t1| + |t2|) (the
+  + 8u) + e_A t2' + |t2| (2 e_D / D + 10u))] + (n_e a + 4 u) sum_ij g_x (|t1| + |t2|) (the
   backward's log, abs, mul and div steps
   round a few times each, with D's and A's own errors; the sums over entries, over keys for the
   normalizer, and the cast to c's dtype). The two paths (through psi(n) and through the
   normalizer) are summed separately, so the bound is relative to |t1| + |t2|, not to their
   difference: c's gradient is ill-conditioned where they nearly cancel (small D: L close to 0).
 - grad_L_multiplier = -init_L sign(L_mult) sum_ij gx t_L dm/dL, t_L = A |c| / ((|c| m + 1) D^2):
-  likewise with e_A |c| / ((|c| m + 1) D^2) and |t_L| (2 e_D / D + 10u), (n_e + 5) u; at a tie
+  likewise with e_A |c| / ((|c| m + 1) D^2) and |t_L| (2 e_D / D + 10u), (n_e a + 5 u); at a tie
   i = L any one-sided convention (torch.clamp(min=L) gives 0, torch.where 1, torch.max 1/2) is a
   valid subgradient, so each row i = L adds half its exact one-sided contribution,
   |sum_j gx t_L| / 2 (and its errors counted in full).
@@ -137,6 +140,7 @@ def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict
     w = weights(inputs)
     f = reference_backward.features(qp, kp, w, init_L=spec.init_L, eps=spec.eps)
     u = tolerance.table_roundoff(dtype, profile)
+    a = tolerance.accumulation_roundoff(dtype, profile)
     A, D, x, m, n = f["A"], f["D"], f["x"], f["m"], f["n"]
     ac = abs(w["c"])
     w1, b1 = np.abs(w["W1"][:, 0]), np.abs(w["b1"])
@@ -150,10 +154,10 @@ def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict
     n_e = int(graded.sum())
     Gm = np.moveaxis(np.abs(G) * graded[None], 0, -1)  # [sq, sk, H]
     S = Gm @ np.abs(w["W2"])  # [sq, sk, hidden]
-    err_delta = (heads + 1) * u * S * active + S * kink
+    err_delta = (heads * a + u) * S * active + S * kink
     live = active | kink
     S_x = (S * live) @ w1
-    E_x = err_delta @ w1 + (hidden + 2) * u * S_x
+    E_x = err_delta @ w1 + (hidden * a + 2 * u) * S_x
     # |gx| (exact, float64) plus its error bounds the gradient the feature's backward receives
     gx = ((np.moveaxis(G * graded[None], 0, -1) @ w["W2"]) * active) @ w["W1"][:, 0]
     g_x = np.abs(gx) + E_x
@@ -164,21 +168,21 @@ def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict
     tL = A * tLp
     rel_D = e_D / D
     c_err = E_x * np.abs(t1 - t2) + g_x * (t1 * (rel_D + 8 * u) + e_A * t2p + t2 * (2 * rel_D + 10 * u)) \
-        + (n_e + 4) * u * g_x * (t1 + t2)
+        + (n_e * a + 4 * u) * g_x * (t1 + t2)
     dm = f["dm_dL"]  # [sq, 1]: 1 below L, 1/2 at a tie, 0 past it
     tie = (dm == 0.5)[:, 0]
     # any convention at a tie: the rows i = L may carry 0 to 1 times their one-sided derivative
-    L_err = np.sum((E_x * tL + g_x * (e_A * tLp + tL * (2 * rel_D + 10 * u)) + (n_e + 5) * u * g_x * tL) * (dm > 0)) \
+    L_err = np.sum((E_x * tL + g_x * (e_A * tLp + tL * (2 * rel_D + 10 * u)) + (n_e * a + 5 * u) * g_x * tL) * (dm > 0)) \
         + 0.5 * np.sum(np.abs(np.sum(gx * tL, axis=1))[tie])
     floor = (n_e + hidden + heads + 10) * tolerance.SMALLEST_SUBNORMAL[dtype]
     out = {
         "c": np.array(np.sum(c_err)),
         "L_multiplier": np.array(np.sum(L_err) * spec.init_L),
         "W1": (np.einsum("ijk,ij->k", err_delta, np.abs(x)) + np.einsum("ijk,ij->k", S * live, err_x + u * np.abs(x))
-               + (n_e + 3) * u * np.einsum("ijk,ij->k", S * active, np.abs(x)))[:, None],
-        "b1": (err_delta + (n_e + 2) * u * S * active).sum(axis=(0, 1)),
-        "W2": np.einsum("ijh,ijk->hk", Gm, err_p + (n_e + 2) * u * f["a"]),
-        "b2": (n_e + 2) * u * Gm.sum(axis=(0, 1)),
+               + (n_e * a + 3 * u) * np.einsum("ijk,ij->k", S * active, np.abs(x)))[:, None],
+        "b1": (err_delta + (n_e * a + 2 * u) * S * active).sum(axis=(0, 1)),
+        "W2": np.einsum("ijh,ijk->hk", Gm, err_p + (n_e * a + 2 * u) * f["a"]),
+        "b2": (n_e * a + 2 * u) * Gm.sum(axis=(0, 1)),
     }
     return {role: b + floor for role, b in out.items()}
 

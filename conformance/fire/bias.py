@@ -17,8 +17,10 @@ x = psi_n / N, p_k = W1_k x + b1_k, h_k = relu(p_k):
   (u N): 3u + 3u N. The division (u x): err_x = u (3 (1 + x) / N + 6 x).
 - p_k: |W1_k| err_x, the product and the sum: 2u |W1_k x| + u |b1_k|; ReLU passes the error
   unchanged (Lipschitz 1, so the kink costs nothing beyond the pre-activation's error).
-- the output sum_k W2_hk h_k + b2_h: sum_k |W2_hk| err_p_k, plus (hidden + 1) u (sum_k |W2_hk h_k| +
-  |b2_h|) for the products and the sum in any order, plus u |out| for rounding to the dtype;
+- the output sum_k W2_hk h_k + b2_h: sum_k |W2_hk| err_p_k, plus (hidden + 1) a (sum_k |W2_hk h_k| +
+  |b2_h|) for the products and the sum in any order, a the accumulation unit
+  (conformance.core.tolerance.accumulation_roundoff: float32 for half dtypes, as nn.Linear
+  accumulates), plus u |out| for rounding to the dtype;
 - plus the dtype's smallest subnormal.
 
 --grad (conformance/fire/backward.py): the gradients of c, L_multiplier, W1, b1, W2 and b2 for a
@@ -59,20 +61,23 @@ def mlp(x, w) -> np.ndarray:
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
 
 
-def budget(qp, kp, w, spec, ref, dtype, profile) -> np.ndarray:
+def budget(qp, kp, w, spec, ref, dtype, profile, features=None) -> np.ndarray:
+    """[H, sq, sk] (module docstring); ``features`` = (psi_n [sq, sk], norm [sq, 1]) of another
+    formula (a diagnosis candidate's) in place of FIRE's own."""
     u = tolerance.table_roundoff(dtype, profile)
-    L = abs(w["L_multiplier"] * spec.init_L)
-    c = abs(w["c"])
-    n = np.abs(qp[:, None] - kp[None, :])
-    psi_n = np.log1p(c * n)
-    norm = np.log1p(c * np.maximum(qp, L))[:, None] + spec.eps
-    x = psi_n / norm
+    a = tolerance.accumulation_roundoff(dtype, profile)
+    if features is None:
+        L = abs(w["L_multiplier"] * spec.init_L)
+        c = abs(w["c"])
+        features = (np.log1p(c * np.abs(qp[:, None] - kp[None, :])), np.log1p(c * np.maximum(qp, L))[:, None] + spec.eps)
+    psi_n, norm = features
+    x = np.abs(psi_n / norm)
     err_x = u * (3 * (1 + x) / norm + 6 * x)
     w1, b1 = np.abs(w["W1"][:, 0]), np.abs(w["b1"])
     err_p = w1 * err_x[..., None] + 2 * u * w1 * x[..., None] + u * b1  # [sq, sk, hidden]
     h = np.maximum(w["W1"][:, 0] * x[..., None] + w["b1"], 0.0)
     w2 = np.abs(w["W2"])
-    total = np.moveaxis(err_p @ w2.T + (spec.hidden + 1) * u * (h @ w2.T + np.abs(w["b2"])), -1, 0)
+    total = np.moveaxis(err_p @ w2.T + (spec.hidden + 1) * a * (h @ w2.T + np.abs(w["b2"])), -1, 0)
     return total + u * np.abs(ref) + tolerance.SMALLEST_SUBNORMAL[dtype]
 
 
@@ -133,20 +138,22 @@ class FireBias(Protocol):
         c, L, eps = w["c"], abs(w["L_multiplier"] * spec.init_L), spec.eps
         n = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)
         psi = lambda v: np.log1p(np.abs(c * v))  # noqa: E731
+        q = qp.astype(np.float64)
         with np.errstate(all="ignore"):
-            candidates = (
-                ("fire-threshold-missing", psi(n) / (psi(qp.astype(np.float64)) + eps)[:, None],
+            candidates = (  # (code, psi of the distance, normalizer [sq, 1], what it means)
+                ("fire-threshold-missing", psi(n), (psi(q) + eps)[:, None],
                  "the normalizer is psi(i), not psi(max(i, L)): queries below L = %g are not interpolated" % L),
-                ("fire-plus-one-missing",
-                 np.log(np.abs(c * n)) / (np.log(np.abs(c * np.maximum(qp, L))) + eps)[:, None],
+                ("fire-plus-one-missing", np.log(np.abs(c * n)), (np.log(np.abs(c * np.maximum(q, L))) + eps)[:, None],
                  "psi(x) = log(|c x|) without the + 1 (-inf at distance 0)"),
-                ("fire-one-based-positions", psi(n) / (psi(np.maximum(qp + 1.0, L)) + eps)[:, None],
+                ("fire-one-based-positions", psi(n), (psi(np.maximum(q + 1.0, L)) + eps)[:, None],
                  "the positions are counted from 1: the normalizer is psi(max(i + 1, L))"),
             )
-        for code, x, message in candidates:
-            model = mlp(x, w)
-            if _explains(out, model, ref, mask):
-                return [Diagnosis(code, message)]
+            for code, psi_n, norm, message in candidates:
+                model = mlp(psi_n / norm, w)
+                # out must be the candidate formula computed as a correct one is: within its budget
+                within = budget(qp, kp, w, spec, model, dtype, "standard", features=(psi_n, norm))
+                if _explains(out, model, ref, mask, within):
+                    return [Diagnosis(code, message)]
         return []
 
     # -- training (--grad): conformance/fire/backward.py ----------------------------------------
@@ -180,20 +187,21 @@ class FireBias(Protocol):
                                    "at queries 1, 3, 9 (L = 3.5), keys 0..9")]
 
 
-def _explains(out, model, ref, mask) -> bool:
+def _explains(out, model, ref, mask, within) -> bool:
     """The model differs from the reference, out is non-finite exactly where the model is, and on
-    the finite entries out is within 1e-2 of the model and ten times closer to it than to ref."""
+    the finite entries out is within the budget ``within`` of the model (the dtype's own rounding
+    of it) and closer to it than to ref."""
     fin_model, fin_out = np.isfinite(model), np.isfinite(out)
     if np.any(mask & (fin_model != fin_out)):
         return False
     sel = mask & fin_model
     if not sel.any():
         return bool(np.any(mask))
-    to_model = float(np.max(np.abs(out[sel] - model[sel])))
+    to_model = np.abs(out[sel] - model[sel])
     to_ref = float(np.max(np.abs(out[sel] - ref[sel])))
     if np.any(mask & ~fin_model):
-        to_ref = max(to_ref, float("inf"))  # the reference is finite everywhere
-    return to_ref > 0 and to_model <= 1e-2 * max(float(np.max(np.abs(model[sel]))), 1e-300) and to_model <= 0.1 * to_ref
+        to_ref = float("inf")  # the reference is finite everywhere
+    return to_ref > 0 and bool(np.all(to_model <= within[sel])) and float(np.max(to_model)) < to_ref
 
 
 PROTOCOL = FireBias()

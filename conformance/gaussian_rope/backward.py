@@ -21,7 +21,8 @@ the key's pair magnitude, kb_j its RoPE rotation budget at |n_j theta_p| (confor
 
     the rotated key (each element within kb_j)           sum_j |W_ij| kb_j
     W_ij = G_ij K(d_ij) rounded, K's own error            sum_j (u |W_ij| + u |G_ij| A(d_ij)) M_j
-    the sum over sk keys (recursive summation)            (sk + 1) u sum_j |W_ij| M_j
+    the sum over sk keys (recursive summation), in the    (sk a + 2 u) sum_j |W_ij| M_j
+    accumulation unit a (float32 for half dtypes), and its rounding to T
     a_i is then rotated by R_{-m_i}: both errors of a pair reach each element, and the rotation's
     own budget applies to |a_e| + |a_e'| <= 2 S_i, S_i = sum_j |W_ij| M_j:
                                  2 (the three lines above) + rotation_budget(2 S_i, |m_i theta_p|)
@@ -201,6 +202,7 @@ def score_budget(G, q, k, qp, kp, spec, dtype, profile, role: str) -> np.ndarray
     from conformance.gaussian_rope.score import distances
 
     u = tolerance.table_roundoff(dtype, profile)
+    a = tolerance.accumulation_roundoff(dtype, profile)
     dist = distances(qp, kp)  # [b, sq, sk]
     kern = np.abs(gaussian_rope.kernel(dist, dict(spec.kernel)))[:, None]  # [b, 1, sq, sk]
     amp = np.abs(kernel_error(dist, spec.kernel))[:, None]
@@ -216,7 +218,7 @@ def score_budget(G, q, k, qp, kp, spec, dtype, profile, role: str) -> np.ndarray
     M = _pair_magnitude(other, spec)
     rot_other = _rotation_budget(M, other_pos, spec, dtype, profile)
     S = np.einsum(eq, W, M)
-    inner = (np.einsum(eq, W, rot_other) + (n_terms + 2) * u * S
+    inner = (np.einsum(eq, W, rot_other) + (n_terms * a + 2 * u) * S
              + u * np.einsum(eq, G * amp, M))
     r = spec.rotary_dim
     out = inner.copy()

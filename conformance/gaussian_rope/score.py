@@ -7,8 +7,9 @@ the dtype-rounded inputs.
 
 Budget per score (docs/tolerance.md, section 11): K(n - m) times the error a rotation of q and a
 rotation of k may carry (RoPE's rotation budget per pair, times the other vector's pair magnitude,
-both elements), plus a dot product of head_dim terms accumulated with unit roundoff u_tab
-(head_dim u_tab sum |q_j k_j|), plus the kernel's own error at the distance (u_tab A(n - m) times
+both elements), plus a dot product of head_dim terms accumulated in the accumulation unit a
+(conformance.core.tolerance.accumulation_roundoff: float32 for half dtypes) and rounded to T
+((head_dim a + u_tab) sum |q_j k_j|), plus the kernel's own error at the distance (u_tab A(n - m) times
 the unscaled score), plus a subnormal floor.
 """
 
@@ -97,8 +98,9 @@ class GaussianRopeScore(Protocol):
         km, kb = pair_parts(k, kp)
         rotation = 2 * (np.einsum("bihp,bjhp->bhij", qb, km) + np.einsum("bihp,bjhp->bhij", qm, kb))
         u = tolerance.table_roundoff(dtype, profile)
+        a = tolerance.accumulation_roundoff(dtype, profile)
         terms = np.einsum("bihd,bjhd->bhij", np.abs(q), np.abs(k))
-        dot = q.shape[3] * u * terms
+        dot = (q.shape[3] * a + u) * terms
         amp_err = kernel_error(distances(qp, kp), spec.kernel)
         floor = tolerance.SMALLEST_SUBNORMAL[dtype] * (1.0 + terms)
         return kern[:, None] * (rotation + dot) + u * amp_err[:, None] * np.abs(plain) + floor

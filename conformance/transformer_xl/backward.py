@@ -56,8 +56,6 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget
 from conformance.results import Diagnosis
-from conformance.sinusoidal import budgets as table_budgets
-from conformance.sinusoidal.spec import SinusoidalSpec
 from reference import sinusoidal, transformer_xl
 from reference.transformer_xl import backward as reference_backward
 
@@ -115,37 +113,35 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
 
 def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict:
     """{role: budget array shaped like the input} (module docstring)."""
+    from conformance.transformer_xl.score import position_terms
+
     q, k, u_b, v_b, w = (inputs[r] for r in ROLES)
     qlen, n_head, d_head = q.shape
     u = tolerance.table_roundoff(dtype, profile)
-    dist = transformer_xl.distances(qlen, spec.mlen, spec.clamp_len)
-    values, index = np.unique(dist, return_inverse=True)
-    index = index.reshape(dist.shape)
-    R = np.abs(transformer_xl.sinusoid(values, spec.d_model, backend="numpy"))
-    table = SinusoidalSpec(spec.d_model, "concatenated", "2i/d", transformer_xl.BASE, 1)
-    e_R = table_budgets.table_budget(values, table, dtype, profile)
-    aw = np.abs(w)
-    per_key = lambda a: a.reshape(-1, n_head, d_head)[index]  # noqa: E731  [qlen, klen, n_head, d_head]
-    r = per_key(np.abs(R @ w.T))
-    dr = per_key((e_R + (spec.d_model + 1) * u * R) @ aw.T)
+    a = tolerance.accumulation_roundoff(dtype, profile)
+    pos = position_terms(qlen, w, spec, dtype, profile)
+    values, index, R, e_R = pos["values"], pos["index"], pos["R"], pos["e_R"]
+    per_key = lambda x: x.reshape(-1, n_head, d_head)[index]  # noqa: E731  [qlen, klen, n_head, d_head]
+    r, dr = per_key(pos["r"]), per_key(pos["dr"])
     graded = mask(qlen, spec.mlen)
     gs = np.abs(G) * graded[None] / math.sqrt(d_head)
     n_q = graded.sum(axis=1)[:, None, None]  # [qlen, 1, 1]
     n_k = graded.sum(axis=0)[:, None, None]
     n_pairs = int(graded.sum())
     floor = (n_pairs + spec.d_model + EXTRA_ROUNDINGS) * tolerance.SMALLEST_SUBNORMAL[dtype]
-    c = EXTRA_ROUNDINGS
+    def rel(n):  # n - 1 additions in the accumulation unit, the other roundings in T's
+        return (n - 1) * a + (EXTRA_ROUNDINGS + 1) * u
+
     out = {
-        "q": (n_q + c) * u * np.einsum("hij,ijhe->ihe", gs, np.abs(k)[None] + r + dr)
-        + np.einsum("hij,ijhe->ihe", gs, dr),
-        "k": (n_k + c) * u * np.einsum("hij,ihe->jhe", gs, np.abs(q + u_b)),
-        "u": (n_pairs + c) * u * np.einsum("hij,jhe->he", gs, np.abs(k)),
-        "v": (n_pairs + c) * u * np.einsum("hij,ijhe->he", gs, r + dr) + np.einsum("hij,ijhe->he", gs, dr),
+        "q": rel(n_q) * np.einsum("hij,ijhe->ihe", gs, np.abs(k)[None] + r + dr) + np.einsum("hij,ijhe->ihe", gs, dr),
+        "k": rel(n_k) * np.einsum("hij,ihe->jhe", gs, np.abs(q + u_b)),
+        "u": rel(n_pairs) * np.einsum("hij,jhe->he", gs, np.abs(k)),
+        "v": rel(n_pairs) * np.einsum("hij,ijhe->he", gs, r + dr) + np.einsum("hij,ijhe->he", gs, dr),
     }
     A = np.zeros((values.size, n_head, d_head))
     np.add.at(A, index, np.einsum("hij,ihe->ijhe", gs, np.abs(q + v_b)))
     A = A.reshape(values.size, n_head * d_head).T
-    out["r_weight"] = A @ ((n_pairs + c) * u * R + e_R)
+    out["r_weight"] = A @ (rel(n_pairs) * R + e_R)
     return {role: b + floor for role, b in out.items()}
 
 

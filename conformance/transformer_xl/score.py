@@ -8,19 +8,21 @@ relative shift's leftovers, -inf from the mask) is accepted above. The golden in
 every dtype, so the reference is the stored faithfully rounded score.
 
 Budget per score (docs/tolerance.md, Transformer-XL), u = u_tab (conformance.core.tolerance:
-float32's unit roundoff or coarser in ``standard``, the dtype's own in ``strict``), first order in
-u, with gamma_n <= n u for a dot product of n terms (Higham, "Accuracy and Stability of Numerical
+float32's unit roundoff or coarser in ``standard``, the dtype's own in ``strict``) for every value
+stored in T, a = the accumulation unit (``accumulation_roundoff``: u_tab, but float32 for half
+dtypes, as torch's matmuls and einsums accumulate), first order, with gamma_n <= n a for the
+products and additions of a dot product of n terms (Higham, "Accuracy and Stability of Numerical
 Algorithms", sec. 3.1):
 
     R_p[c]   the sinusoidal table's own budget e_R (conformance.sinusoidal.budgets: float32 angles
              in ``standard``, sin/cos and the rounding to T);
-    r_p[o] = sum_c W[o, c] R_p[c]   errs by dr[o] = sum_c |W[o,c]| (e_R[c] + (d_model + 1) u |R_p[c]|)
+    r_p[o] = sum_c W[o, c] R_p[c]   errs by dr[o] = sum_c |W[o,c]| (e_R[c] + (d_model a + u) |R_p[c]|)
              (the dot product, the rounding of r to T, and R's own error carried through W);
-    score:  (q + u) and (q + v) round once (u), each dot product of d_head terms adds d_head u
-            times its sum of |terms|, AC + BD, the scale 1/sqrt(d_head) (rounded to T) and the
-            product with it 3u more:
+    score:  (q + u) and (q + v) round once (u), each dot product of d_head terms adds d_head a
+            times its sum of |terms| and its rounding to T u, AC + BD, the scale 1/sqrt(d_head)
+            (rounded to T) and the product with it 3u more:
 
-    budget = [ (d_head + 5) u (S_c + S_p) + sum_e |q_e + v_e| dr_e ] / sqrt(d_head) + floor,
+    budget = [ (d_head a + 5 u) (S_c + S_p) + sum_e |q_e + v_e| dr_e ] / sqrt(d_head) + floor,
 
 S_c = sum_e |q_e + u_e| |k_e|, S_p = sum_e |q_e + v_e| (|r_e| + dr_e), floor = (2 d_head + d_model
 + 4) times the dtype's smallest subnormal (products that underflow). Where the budget covers the
@@ -28,7 +30,7 @@ change an off-by-one distance makes (bfloat16 on these small cases), the case sa
 
 --grad (conformance/transformer_xl/backward.py): the gradients of q, k, u, v and r_weight for a
 cotangent drawn from the case (0 on the masked entries), graded against the float64 reference
-VJP with budgets (n + 6) u of their terms; gradcheck in float64 on a decoding case.
+VJP with budgets (n - 1) a + 7 u of their terms; gradcheck in float64 on a decoding case.
 """
 
 from __future__ import annotations
@@ -63,31 +65,42 @@ def reference_scores(case, spec, inputs) -> np.ndarray:
                                 clamp_len=spec.clamp_len, mode="golden")
 
 
-def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False) -> np.ndarray:
-    """[n_head, qlen, klen]: the budget of the module docstring. noise=True: the typical error of a
-    correct implementation instead (diagnosis's noise floor), 4 u (S_c + S_r) / sqrt(d_head) with
-    S_r = sum_e |q_e + v_e| sum_c |W_ec| |R_c|: a few roundings of the terms' size, not n of them."""
-    q, k, u_b, v_b, w = (inputs[r] for r in INPUTS)
-    qlen, n_head, d_head = q.shape
+def position_terms(qlen: int, w, spec, dtype: str, profile: str) -> dict:
+    """The position term's pieces at the case's distances (module docstring): ``values`` (the
+    distinct distances) and ``index`` [qlen, klen] into them, |R| and its budget e_R [n, d_model],
+    |r| = |R W^T| and its error dr [n, n_head d_head]."""
     u = tolerance.table_roundoff(dtype, profile)
+    a = tolerance.accumulation_roundoff(dtype, profile)
     dist = transformer_xl.distances(qlen, spec.mlen, spec.clamp_len)
     values, index = np.unique(dist, return_inverse=True)
     R = np.abs(transformer_xl.sinusoid(values, spec.d_model, backend="numpy"))  # [n, d_model]
     table = SinusoidalSpec(spec.d_model, "concatenated", "2i/d", transformer_xl.BASE, 1)
     e_R = table_budgets.table_budget(values, table, dtype, profile)
     aw = np.abs(w)
-    r = np.abs(R @ w.T)  # |r_p| [n, n_head * d_head]
-    dr = (e_R + (spec.d_model + 1) * u * R) @ aw.T
-    per_key = lambda a: a.reshape(-1, n_head, d_head)[index.reshape(dist.shape)]  # noqa: E731
+    return {"values": values, "index": index.reshape(dist.shape), "R": R, "e_R": e_R, "r": np.abs(R @ w.T),
+            "dr": (e_R + (spec.d_model * a + u) * R) @ aw.T}
+
+
+def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False) -> np.ndarray:
+    """[n_head, qlen, klen]: the budget of the module docstring. noise=True: the typical error of a
+    correct implementation instead (diagnosis's noise floor), 2 u (S_c + S_r) / sqrt(d_head) with
+    S_r = sum_e |q_e + v_e| |r_e|: the stored q + u, q + v and r rounded once each, not the n
+    roundings of a worst-case sum (with float32 accumulation a half-precision score is off by
+    about that much)."""
+    q, k, u_b, v_b, w = (inputs[r] for r in INPUTS)
+    qlen, n_head, d_head = q.shape
+    u = tolerance.table_roundoff(dtype, profile)
+    a = tolerance.accumulation_roundoff(dtype, profile)
+    pos = position_terms(qlen, w, spec, dtype, profile)
+    per_key = lambda x: x.reshape(-1, n_head, d_head)[pos["index"]]  # noqa: E731
     qv = np.abs(q + v_b)
     s_c = np.einsum("ihe,jhe->hij", np.abs(q + u_b), np.abs(k))
-    s_p = np.einsum("ihe,ijhe->hij", qv, per_key(r + dr))
-    carried = np.einsum("ihe,ijhe->hij", qv, per_key(dr))
+    s_p = np.einsum("ihe,ijhe->hij", qv, per_key(pos["r"] + pos["dr"]))
+    carried = np.einsum("ihe,ijhe->hij", qv, per_key(pos["dr"]))
     if noise:
-        s_r = np.einsum("ihe,ijhe->hij", qv, per_key(R @ aw.T))
-        return 4 * u * (s_c + s_r) / math.sqrt(d_head)
+        return 2 * u * (s_c + np.einsum("ihe,ijhe->hij", qv, per_key(pos["r"]))) / math.sqrt(d_head)
     floor = (2 * d_head + spec.d_model + 4) * tolerance.SMALLEST_SUBNORMAL[dtype]
-    return ((d_head + 5) * u * (s_c + s_p) + carried) / math.sqrt(d_head) + floor
+    return ((d_head * a + 5 * u) * (s_c + s_p) + carried) / math.sqrt(d_head) + floor
 
 
 def blind_distances(inputs, spec, budget_array, mask) -> list:

@@ -83,6 +83,15 @@ def test_fire_style_passes_in_every_dtype():
     assert report.summary()["overall"] == "pass"
 
 
+def test_the_threshold_bug_is_named_in_half_precision_too():
+    """A candidate formula explains a bfloat16 output when the output is within the budget of that
+    formula computed correctly (not within a fixed 1 %): the prefill cases, where the threshold
+    matters, are named."""
+    report = run_conformance(f"{EXAMPLES / 'buggy' / 'threshold_missing'}.py:bias", "fire.bias", fresh=False,
+                             identities=False, dtypes=("bfloat16", "float16"), cases="fire.bias/prefill/*")
+    assert report.cases and all("fire-threshold-missing" in {d.code for d in c.diagnoses} for c in report.cases)
+
+
 @pytest.mark.parametrize("name, code", [
     ("threshold_missing", "fire-threshold-missing"), ("plus_one_missing", "fire-plus-one-missing"),
     ("one_based_positions", "fire-one-based-positions")])

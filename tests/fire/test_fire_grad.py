@@ -104,10 +104,10 @@ def test_a_backward_without_the_threshold_gradient_is_backward_missing(tmp_path)
 
 
 # The MLP's gradients are sums over every entry: in float32 each wrong gradient is far outside the
-# budget; in bfloat16 and float16 the gamma_n budget (n_e + 6) u of the terms' absolute sum (a
-# quarter of it in bfloat16 for 64 entries) covers some of them entirely, like the forward's
-# off-by-one note in transformer_xl: there only the ones listed are asserted, and the others must
-# at least not be misnamed.
+# budget. In bfloat16 and float16 the sums accumulate in float32, but each entry's delta = G W2 is
+# stored in T, and a worst-case bound adds those n_e roundings (u_T of each term) while c's and
+# L_multiplier's gradients cancel across the entries: there their wrong gradients can stay within
+# the budget, so only the ones listed are asserted, and the others must at least not be misnamed.
 NAMED = {"float32": set(backward.ROLES), "bfloat16": {"W1", "b1", "W2", "b2"}, "float16": {"W1", "b1", "W2", "b2"}}
 
 

@@ -26,6 +26,18 @@ def test_standard_admits_float32_tables_even_for_float64():
     assert T.table_roundoff("bfloat16", "strict") == 2.0**-8
 
 
+def test_sums_accumulate_in_float32_or_finer():
+    """accumulation_roundoff: half dtypes add in float32 in both profiles; float32 and float64
+    follow the table unit, so the accumulation unit is never coarser than u_tab."""
+    for profile in T.PROFILES:
+        assert T.accumulation_roundoff("bfloat16", profile) == T.accumulation_roundoff("float16", profile) == 2.0**-24
+        assert T.accumulation_roundoff("float32", profile) == 2.0**-24
+        for name in T.DTYPES:
+            assert T.accumulation_roundoff(name, profile) <= T.table_roundoff(name, profile)
+    assert T.accumulation_roundoff("float64", "standard") == 2.0**-24
+    assert T.accumulation_roundoff("float64", "strict") == 2.0**-53
+
+
 def test_rotation_budget_formula():
     mag, phi, r, base = 2.0, 1000.0, 128, 1e4
     b = B.rotation_budget(np.full(64, mag), np.full(64, phi), r, base, "bfloat16", "standard")

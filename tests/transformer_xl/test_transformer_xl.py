@@ -145,3 +145,13 @@ def test_a_budget_wider_than_an_off_by_one_shift_says_so():
     notes = {c.dtype: " ".join(c.notes) for c in report.cases}
     assert "off-by-one shift would pass" in notes["bfloat16"]
     assert "off-by-one" not in notes["float32"]
+
+
+def test_half_precision_budgets_accumulate_in_float32_and_catch_the_shift():
+    """The score's dot products accumulate in float32 for half dtypes (torch's einsum does), so the
+    off-by-one shift that bfloat16's former n u_T budget admitted fails, and is named, in every
+    stored case."""
+    report = run_conformance(f"{EXAMPLES / 'buggy' / 'shift_off_by_one.py'}:score", "transformer_xl.score",
+                             fresh=False, identities=False, dtypes=("bfloat16", "float16"), timeout=60.0)
+    assert report.cases and all(c.verdict == "fail" for c in report.cases)
+    assert all("xl-shift-off-by-one" in {d.code for d in c.diagnoses} for c in report.cases)

@@ -119,21 +119,14 @@ def test_each_candidate_is_recognised_and_the_right_gradient_is_not(dtype):
     as_grads = lambda d: {r: torch.from_numpy(np.array(d[r])) for r in backward.ROLES}  # noqa: E731
     graded = backward.grade(inputs, G, spec, dtype, "cpu", as_grads(ref))
     assert all(graded[r].ratio["standard"] == 0.0 for r in backward.ROLES)
-    named = blind = 0
     for role in backward.ROLES:
         for code, message, cand in backward.candidates(role, inputs, G, spec):
             grads = as_grads({**ref, role: cand})
             graded = backward.grade(inputs, G, spec, dtype, "cpu", grads)
             found = backward.diagnose(inputs, G, spec, dtype, graded)
-            if graded[role].ratio["standard"] <= 1.0:
-                # bfloat16's gamma_n budget can cover a small gradient entirely (cancellation in a sum
-                # of many terms): that mistake passes there, as the forward's shift does (tolerance.md)
-                assert dtype == "bfloat16" and not found, (role, message)
-                blind += 1
-                continue
+            # every candidate is outside the budget, in bfloat16 too (sums accumulate in float32)
+            assert graded[role].ratio["standard"] > 1.0, (role, message)
             assert [d.code for d in found] == [code], (role, message, found)
-            named += 1
-    assert blind == 0 if dtype == "float32" else named >= 8 * blind
     # any other constant multiple: the generic fit
     grads = as_grads({**ref, "q": 1.5 * ref["q"]})
     graded = backward.grade(inputs, G, spec, dtype, "cpu", grads)
