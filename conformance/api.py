@@ -53,7 +53,7 @@ def run_conformance(
     head counts, ...), "sample" (default) one case of each kind. grad: also grade the gradient of
     each differentiable input (torch.autograd.grad with a cotangent drawn from the case) against the
     float64 reference backward, and run torch.autograd.gradcheck in float64 (protocols with a
-    backward: rope.apply). autocast: "bfloat16" or "float16": call the adapter inside
+    backward: those whose ``differentiable`` is True; `posref conform --help` lists them). autocast: "bfloat16" or "float16": call the adapter inside
     torch.autocast(device, dtype); an output arriving in that dtype is graded with its budget.
     """
     from conformance.loader import load_target

@@ -84,10 +84,11 @@ def add_parser(subparsers) -> None:
                    help="fresh cases of the serving shape matrix (rope.apply: batched decode, tile-boundary "
                         "lengths, head counts, long prefill, tensor layouts): one of each kind (sample, "
                         "default) or all of them (full)")
+    trainable = [n for n in registry.protocol_names() if getattr(registry.get(n), "differentiable", False)]
     p.add_argument("--grad", action="store_true",
                    help="also grade the backward pass: each differentiable input's gradient (autograd with a "
                         "cotangent drawn from the case) against the float64 reference backward, plus "
-                        "torch.autograd.gradcheck in float64 (rope.apply)")
+                        f"torch.autograd.gradcheck in float64 (protocols: {', '.join(trainable)})")
     p.add_argument("--autocast", choices=("bfloat16", "float16"), metavar="DTYPE",
                    help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
                         "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")

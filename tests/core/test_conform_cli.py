@@ -293,6 +293,18 @@ def test_help_shows_every_adapter_signature_an_example_and_the_exit_codes(capsys
         assert f"\n  {code}" in out
 
 
+def test_grad_help_names_the_protocols_with_a_backward(capsys):
+    from conformance.core import registry
+
+    with pytest.raises(SystemExit):
+        main(["conform", "--help"])
+    flat = " ".join(capsys.readouterr().out.split())
+    listed = flat.split("gradcheck in float64 (protocols:", 1)[1].split(")", 1)[0]
+    trainable = {n for n in registry.protocol_names() if registry.get(n).differentiable}
+    assert {"rope.module", "attention.forward"} <= trainable
+    assert {p.strip() for p in listed.split(",")} == trainable
+
+
 def test_a_passing_run_of_the_bundled_example_is_short_and_summary_first(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     assert conform(str(ROOT / "examples/rope/hf_rotate_half.py:apply"), "--protocol", "rope.apply") == 0
