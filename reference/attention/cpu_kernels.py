@@ -68,6 +68,17 @@ def _add_terms(x, col, n, s, c):
         c[j] += e + f
 
 
+@numba.njit(cache=True, fastmath=False, inline="always")
+def _dot2_rows(w, rows, n_terms, n, s, c):
+    """s[j] + c[j] = dot2(w[:n_terms], rows[:n_terms, j]) for j < n, advanced term by term (rows
+    C-contiguous: a strided view would keep the inner loop from vectorising)."""
+    for j in range(n):
+        s[j] = 0.0
+        c[j] = 0.0
+    for t in range(n_terms):
+        _add_terms(w[t], rows[t], n, s, c)
+
+
 @numba.njit(cache=True, fastmath=False, parallel=True)
 def project_kernel(a, wt, out):
     """out[i, j] = dot2(a[i], wt[:, j]) for a [n, k], wt [k, m] (w transposed)."""
@@ -96,13 +107,8 @@ def _visible_end(bi, i, vis):
 def _row_exp(bi, i, h, g, end, q, keys_t, bias, vis, scale, z, zs, zc):
     """z[j] <- exp(z_j - max z), z_j = dot2(q_hi, k_gj) scale + b_hij, for row (bi, i, h) (0 where
     key j is not visible); returns their compensated sum (Sum2), or 0 for a row that sees no key."""
-    d = q.shape[3]
     K = keys_t.shape[3]
-    for j in range(end):
-        zs[j] = 0.0
-        zc[j] = 0.0
-    for e in range(d):  # dot2(q[bi, i, h], keys[bi, j, g]) for every j at once
-        _add_terms(q[bi, i, h, e], keys_t[bi, g, e], end, zs, zc)
+    _dot2_rows(q[bi, i, h], keys_t[bi, g], q.shape[3], end, zs, zc)  # dot2(q_hi, k_gj) for every j < end
     top = -np.inf
     for j in range(end):
         if vis[bi, i, j]:
@@ -196,11 +202,7 @@ def _backward_row(bi, i, q, keys, keys_t, values, values_t, bias, vis, dO, scale
             continue
         _row_mix(bi, g, end, z, values, total, o[bi, i, h], os, oc)
         delta = dot2(dO[bi, i, h], o[bi, i, h])
-        for j in range(end):
-            zs[j] = 0.0
-            zc[j] = 0.0
-        for e in range(d):  # dP_j = dot2(dO[bi, i, h], values[bi, j, g]) for every j at once
-            _add_terms(dO[bi, i, h, e], values_t[bi, g, e], end, zs, zc)
+        _dot2_rows(dO[bi, i, h], values_t[bi, g], d, end, zs, zc)  # dP_j = dot2(dO_hi, v_gj)
         for j in range(K):
             if j < end and vis[bi, i, j]:
                 w = z[j] / total

@@ -239,6 +239,10 @@ def _blocks(n):
     return max(1, min(_MAX_BLOCKS, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
 
 
+def _device(v):
+    return cuda.to_device(np.ascontiguousarray(v))
+
+
 def project(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a [n, k] @ w [m, k]^T by Dot2 -> [n, m]."""
     _check()
@@ -246,8 +250,7 @@ def project(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     if out.size == 0:
         return out
     d_out = cuda.to_device(out)
-    _project_jit[_blocks(out.size), THREADS_PER_BLOCK](cuda.to_device(np.ascontiguousarray(a)),
-                                                       cuda.to_device(np.ascontiguousarray(w)), d_out)
+    _project_jit[_blocks(out.size), THREADS_PER_BLOCK](_device(a), _device(w), d_out)
     return d_out.copy_to_host()
 
 
@@ -258,16 +261,11 @@ def attend(q, keys, values, bias, vis, scale, group) -> np.ndarray:
     rows = q.shape[0] * q.shape[1] * q.shape[2]
     if out.size == 0:
         return out
-    a = lambda v: cuda.to_device(np.ascontiguousarray(v))  # noqa: E731
     d_out = cuda.to_device(out)
     scratch = cuda.device_array((rows, max(1, keys.shape[1])))
-    _attend_jit[_blocks(rows), THREADS_PER_BLOCK](a(q), a(keys), a(values), a(bias), a(vis), float(scale),
-                                                  int(group), scratch, d_out)
+    _attend_jit[_blocks(rows), THREADS_PER_BLOCK](_device(q), _device(keys), _device(values), _device(bias),
+                                                  _device(vis), float(scale), int(group), scratch, d_out)
     return d_out.copy_to_host()
-
-
-def _device(v):
-    return cuda.to_device(np.ascontiguousarray(v))
 
 
 def softmax_backward(q, keys, values, bias, vis, dO, scale, group):
