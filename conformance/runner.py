@@ -5,8 +5,9 @@ selected case (``--cases`` glob on the case id) and each requested dtype (once p
 dtype-free protocols) it builds the adapter's arguments, calls the adapter through the invoker
 (conformance.isolation), grades the returned value and decides the verdict:
 
-    skip        the adapter raised conformance.Unsupported, or the protocol's probe found that the
-                implementation does not do what the case needs (e.g. its pair layout)
+    skip        the adapter raised conformance.Unsupported for this very case, or the user's
+                explicit option leaves it out (Protocol.excluded: --layout, --isolate); a probe
+                never skips a case
     error       the adapter raised, crashed or timed out (diagnosis raised / crashed / timeout);
                 for a case whose right answer is an exception (Protocol.expected_error), raising
                 passes and returning fails with the protocol's diagnosis
@@ -261,8 +262,9 @@ def _diagnose(proto, case, spec, prepared, graded, dtype) -> tuple[list, list]:
     return list(found or []), []
 
 
-def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_diagnosis=None) -> CaseResult:
-    """Grade one case in one dtype (dtype None for dtype-free protocols)."""
+def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explanation=None) -> CaseResult:
+    """Grade one case in one dtype (dtype None for dtype-free protocols) under its own spec;
+    ``explanation`` (what the probe saw, Probe.explain) is noted on a failing case."""
     start = time.perf_counter()
     label = dtype or opts.dtypes[0]
     result = CaseResult(id=case.id, dtype=label, verdict="error")
@@ -327,8 +329,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, extra_d
             result.notes.append(f"within the standard budget but {times} the strict one ({proto.acceptable_note})")
         result.diagnoses.extend(graded.problems)
         if result.verdict == "fail":
-            if extra_diagnosis is not None and all(d.code != extra_diagnosis.code for d in result.diagnoses):
-                result.diagnoses.insert(0, extra_diagnosis)
+            if explanation:
+                result.notes.append(explanation)
             if graded.gradable:
                 found, notes = _diagnose(proto, case, spec, prepared, graded, result.dtype)
                 codes = {d.code for d in result.diagnoses}
@@ -503,6 +505,15 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
         result.verdict = worst
 
 
+def _explain(probe, spec) -> Optional[str]:
+    if probe is None:
+        return None
+    try:
+        return probe.explain(spec)
+    except Exception as exc:  # noqa: BLE001 - an explanation that fails explains nothing
+        return f"the probe's explanation could not be built: {error_line(exc)}"
+
+
 def _grad_blackbox(proto, invoker, opts: Options, probe) -> list:
     try:
         return list(proto.grad_blackbox(invoker, opts.device, probe) or [])
@@ -619,14 +630,16 @@ def run(
             progress.start(total)
         for case in cases:
             spec = proto.spec(case)
-            skip_reason = probe.skip_reason(spec) if probe is not None else None
-            extra = probe.diagnosis(spec) if probe is not None else None
+            # Only the user's explicit option excludes a case here; the adapter's Unsupported
+            # skips it in grade_case. What the probe found explains failures, nothing more.
+            excluded = proto.excluded(spec, opts)
+            explanation = _explain(probe, spec)
             for dtype in dtypes:
-                if skip_reason:
-                    result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[skip_reason])
+                if excluded:
+                    result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[excluded])
                     result.repro = repro_snippet(case.id, result.dtype, opts, target)
                 else:
-                    result = grade_case(proto, case, spec, dtype, opts, invoker, target, extra)
+                    result = grade_case(proto, case, spec, dtype, opts, invoker, target, explanation)
                 report.cases.append(result)
                 if progress is not None:
                     progress.advance(result)

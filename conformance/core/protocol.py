@@ -10,8 +10,11 @@ A protocol module (``conformance/<family>/<protocol>.py``) exposes ``PROTOCOL``,
     diagnose(case, spec, prepared, graded, dtype)   why a failing output fails (Diagnosis list)
     expected_error(case, spec)                  None, or the Diagnosis for returning a value where
                                                 the right answer is to raise
-    probe(invoker, cases, options)              what the implementation supports, found before
-                                                grading (:class:`Probe`, or None)
+    probe(invoker, cases, options)              what the implementation does, found before
+                                                grading, to report and explain (:class:`Probe`, or
+                                                None); a probe never skips or re-grades a case
+    excluded(spec, options)                     None, or why the user's explicit option (--layout,
+                                                --isolate) leaves such a case out
     blackbox(invoker, dtype, device, probe)     identity checks on the implementation itself
     locate(case, spec, prepared, index)         an output element's place in words (batch row,
                                                 position, head, pair...)
@@ -91,10 +94,12 @@ class Graded:
 class Probe:
     """What a protocol's probe found before grading (RoPE: the pair layout).
 
-    ``to_json()`` is the report's ``probe`` object; ``describe()`` one line for people;
-    ``skip_reason(spec)`` says why cases of such a spec are not graded (None: graded);
-    ``diagnosis(spec)`` is added to failing cases of such a spec; ``blackbox_options`` are passed
-    to the protocol's black-box checks.
+    A probe detects and explains; it decides nothing about a case (docs/design.md, "Skips"): a
+    case is skipped only when the adapter raises Unsupported for that very case or when the user's
+    explicit option excludes it (``Protocol.excluded``), and every case is graded under its own
+    spec. ``to_json()`` is the report's ``probe`` object; ``describe()`` one line for people;
+    ``explain(spec)`` a note added to failing cases of such a spec (what the probe saw, never a
+    verdict); ``blackbox_options`` are passed to the protocol's black-box checks.
     """
 
     blackbox_options: dict = {}
@@ -105,10 +110,7 @@ class Probe:
     def describe(self) -> str:
         return ""
 
-    def skip_reason(self, spec) -> Optional[str]:
-        return None
-
-    def diagnosis(self, spec):
+    def explain(self, spec) -> Optional[str]:
         return None
 
 
@@ -118,7 +120,7 @@ class Protocol:
     name = ""
     family = ""
     signature = ""
-    layouts: tuple = ()  # values --layout accepts besides "auto" (a probe decides them)
+    layouts: tuple = ()  # values --layout accepts besides "auto" (spec.layout values the user may pick)
     dtype_free = False  # the adapter gets no tensor in the dtype under test: graded once per case
     # The adapter returns a callable that grade() calls itself (rope.module's factory): the runner
     # calls the adapter plainly and hands grade() its invoker and the training plan (Prepared).
@@ -144,6 +146,16 @@ class Protocol:
         return None
 
     def probe(self, invoker, cases, options) -> Optional[Probe]:
+        return None
+
+    def excluded(self, spec, options) -> Optional[str]:
+        """Why the user's explicit option leaves a case of this spec out (None: graded). The only
+        exclusion every protocol shares is ``--layout``: a declared layout leaves out the cases
+        whose ``spec.layout`` is another of ``layouts``."""
+        declared = getattr(options, "layout", "auto")
+        layout = getattr(spec, "layout", None)
+        if declared != "auto" and layout in self.layouts and layout != declared:
+            return f"--layout {declared} was declared: {layout}-layout cases are not graded"
         return None
 
     def blackbox(self, invoker, dtype, device: str, probe: Optional[Probe]) -> list:

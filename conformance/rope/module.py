@@ -112,23 +112,26 @@ def script(case) -> list:
 
 
 class ModuleProbe(Probe):
-    """Records whether the run is isolated: the module cannot be graded across processes."""
+    """Records whether the run is isolated and the layout the user declared (the gradcheck's)."""
 
-    def __init__(self, isolated: bool):
+    def __init__(self, isolated: bool, declared: str = "auto"):
         self.isolated = isolated
+        self.declared = declared
+
+    @property
+    def blackbox_options(self) -> dict:
+        return {"layout": self.declared} if self.declared != "auto" else {}
 
     def to_json(self) -> dict:
-        return {"in_process": not self.isolated}
+        return {"in_process": not self.isolated, "declared_layout": self.declared}
 
     def describe(self) -> str:
         return "module driven in the runner's process" if not self.isolated else \
             "rope.module cases skipped under --isolate"
 
-    def skip_reason(self, spec) -> Optional[str]:
-        if self.isolated:
-            return ("rope.module drives the module across calls in the runner's process; a module "
-                    "cannot come back from an isolated process: run without --isolate")
-        return None
+
+ISOLATED = ("rope.module drives the module across calls in the runner's process; a module cannot come "
+            "back from an isolated process: run without --isolate")
 
 
 class RopeModule(Protocol):
@@ -136,6 +139,7 @@ class RopeModule(Protocol):
     family = "rope"
     signature = ("fn(spec) -> module; module(x, positions) -> tensor like x, or (cos, sin) with "
                  "module.posref_output = 'cos_sin'")
+    layouts = ("half", "interleaved")
     dtype_free = False
     drives_calls = True
     differentiable = True
@@ -149,7 +153,11 @@ class RopeModule(Protocol):
                               cast=bool(case.params.get("cast", False)))
 
     def probe(self, invoker, cases, options):
-        return ModuleProbe(bool(getattr(invoker, "isolated", False)))
+        return ModuleProbe(bool(getattr(invoker, "isolated", False)), options.layout)
+
+    def excluded(self, spec, options) -> Optional[str]:
+        # --isolate is the user's explicit option: a module cannot cross the wire.
+        return ISOLATED if getattr(options, "isolate", False) else super().excluded(spec, options)
 
     # -- grading ---------------------------------------------------------------------------
 
@@ -413,10 +421,11 @@ class RopeModule(Protocol):
         def result(verdict, message):
             return [IdentityResult(id=ident, dtype="float64", verdict=verdict, message=message)]
 
-        if probe is not None and probe.skip_reason(None):
-            return result("skip", probe.skip_reason(None))
+        if probe is not None and probe.isolated:
+            return result("skip", ISOLATED)
         refused = "no spec tried"
-        for layout in ("half", "interleaved"):
+        declared = probe.blackbox_options.get("layout") if probe is not None else None
+        for layout in (declared,) if declared else ("half", "interleaved"):
             x, positions, spec = gradcheck_case(layout)
             for s in (spec, dataclasses.replace(spec, rotary_dim=spec.head_dim)):
                 made = invoker.call(s)

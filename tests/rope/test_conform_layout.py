@@ -1,9 +1,13 @@
-"""--layout auto detection and the layout-swapped failure of a declared layout."""
+"""--layout auto detection, the skip rule and the layout-swapped failures.
+
+The probe detects and explains; it never skips a case (docs/design.md, "Skips"): only the
+adapter's Unsupported for that case or the user's --layout does.
+"""
 
 import pytest
 
 from conformance import run_conformance
-from conformance.rope.probe import LayoutProbe, _plan
+from conformance.rope.probe import LayoutProbe
 from support import (  # noqa: F401
     by_id,
     detected_layout,
@@ -37,14 +41,17 @@ def test_auto_detects_the_layout(fn, detected):
     assert detected_layout(run(fn)) == detected
 
 
-def test_fixed_layout_grades_its_cases_and_skips_the_others():
+def test_fixed_layout_fails_the_other_layouts_cases_as_layout_swapped():
+    """vLLM's GPT-J bug (NEOX pairing on a GPT-J model): code that ignores spec.layout is
+    graded on every case and fails the other layout's, never skipped by the probe."""
     report = run(fixed_interleaved)
     results = by_id(report)
     assert results[(INTER, "float32")].verdict == "pass"
-    skipped = results[(HALF, "float32")]
-    assert skipped.verdict == "skip"
-    assert "fixed to the interleaved layout" in skipped.notes[0]
-    assert report.summary()["overall"] == "pass"
+    failed = results[(HALF, "float32")]
+    assert failed.verdict == "fail"
+    assert failed.diagnoses[0].code == "layout-swapped"
+    assert any("pairs elements in the interleaved layout" in n for n in failed.notes)
+    assert report.summary()["overall"] == "fail"
 
 
 def test_spec_following_grades_both_layouts():
@@ -76,17 +83,20 @@ def test_swapped_implementation_fails_every_case_with_layout_swapped():
         assert "layout-swapped" in [d.code for d in case.diagnoses]
 
 
-def test_undetermined_layout_grades_everything():
-    probe = LayoutProbe(follows={"half": None, "interleaved": None})
-    _plan(probe)
-    assert not probe.skip and not probe.swapped
+def test_undetermined_layout_is_explained_on_the_case_graded_in_its_own_layout():
+    probe = LayoutProbe(follows={"half": None, "interleaved": None}, reason="matches neither layout")
+    from conformance.rope.spec import RopeSpec
+
+    note = probe.explain(RopeSpec(head_dim=8, rotary_dim=8, base=1e4, layout="interleaved"))
+    assert note.startswith("graded in its own layout (interleaved)") and "matches neither layout" in note
+    assert not hasattr(probe, "skip_reason") and not hasattr(probe, "skip")
 
 
-def test_unsupported_layout_is_named_in_the_skip_reason():
+def test_unsupported_layout_is_skipped_on_the_adapters_own_word():
     report = run(style("hf_rotate_half"))
     skipped = by_id(report)[(INTER, "float32")]
     assert skipped.verdict == "skip"
-    assert "does not support the interleaved layout" in skipped.notes[0]
+    assert skipped.notes[0].startswith("unsupported: ")
     assert "rotate_half pairs" in skipped.notes[0]  # the adapter's own Unsupported message
 
 

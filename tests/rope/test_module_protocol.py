@@ -173,10 +173,30 @@ def test_expanded_and_pair_order_tables_are_both_graded():
 
 
 def test_isolated_runs_skip_with_the_reason():
-    probe = module_protocol.ModuleProbe(isolated=True)
+    """--isolate is the user's explicit option: it excludes the module cases, with the reason."""
+    from types import SimpleNamespace
+
     spec = module_protocol.PROTOCOL.spec(_cases()["cast-to-dtype"])
-    assert "--isolate" in probe.skip_reason(spec)
-    assert module_protocol.ModuleProbe(isolated=False).skip_reason(spec) is None
+    excluded = module_protocol.PROTOCOL.excluded
+    assert "--isolate" in excluded(spec, SimpleNamespace(isolate=True, layout="auto"))
+    assert excluded(spec, SimpleNamespace(isolate=False, layout="auto")) is None
+
+
+def test_layout_option_selects_the_module_scripts_of_that_layout():
+    """--layout is accepted for rope.module (an interleaved module, rotary-embedding-torch, has
+    interleaved scripts to run) and leaves out the other layout's scripts, saying so."""
+    from types import SimpleNamespace
+
+    spec = module_protocol.PROTOCOL.spec(_cases()["cast-to-dtype"])
+    other = "interleaved" if spec.layout == "half" else "half"
+    excluded = module_protocol.PROTOCOL.excluded
+    assert excluded(spec, SimpleNamespace(isolate=False, layout=spec.layout)) is None
+    assert f"--layout {other} was declared" in excluded(spec, SimpleNamespace(isolate=False, layout=other))
+    report = _run(TORCH, layout="interleaved")
+    layouts = {c.id: module_protocol.PROTOCOL.spec(c).layout for c in store.iter_cases("rope.module")}
+    for case in report.cases:
+        declared_out = layouts[case.id] != "interleaved"
+        assert (case.verdict == "skip" and "--layout interleaved was declared" in case.notes[0]) == declared_out
 
 
 def test_step_spec_changes_only_the_length():

@@ -152,9 +152,10 @@ def test_unsupported_tensor_layouts_are_skipped_with_a_reason():
     layout_cases = [c for c in report.cases if "-thd-" in c.id or "-bhsd-" in c.id]
     assert layout_cases and all(c.verdict == "skip" for c in layout_cases)
     interleaved = [c for c in layout_cases if c.id.endswith("-interleaved")]
-    assert interleaved and all("does not support tensor layout" in c.notes[0] and "x [batch, seq, heads, "
-                               "head_dim] only" in c.notes[0] for c in interleaved)
-    assert set(report.probe["unsupported_tensor_layouts"]) == {"bhsd", "thd"}
+    # each case skipped on the adapter's own word for that case (no probe decides it)
+    assert interleaved and all(c.notes[0] == "unsupported: x [batch, seq, heads, head_dim] only"
+                               for c in interleaved)
+    assert "unsupported_tensor_layouts" not in report.probe
     assert report.summary()["overall"] == "pass"  # the bshd decode case is graded and passes
 
 
@@ -292,8 +293,8 @@ def test_default_run_stays_fast():
     assert time.perf_counter() - start < 30.0
     shapes = [c for c in report.cases if "/shape-" in c.id]
     assert len({c.id for c in shapes}) == len(vectors.SAMPLE_KINDS)
-    # graded, or skipped only for the pair layout this example does not take
-    assert all(c.verdict in ("pass", "acceptable") or "interleaved" in c.notes[0] for c in shapes)
+    # graded, or skipped on the example's own word for the pair layout it does not take
+    assert all(c.verdict in ("pass", "acceptable") or "half layout only" in c.notes[0] for c in shapes)
     assert any(c.verdict != "skip" for c in shapes)
 
 
@@ -328,4 +329,24 @@ def test_an_adapter_taking_bhsd_but_not_thd():
     assert verdicts["shape-bhsd-decode-b7-half"][0] in ("pass", "acceptable")
     assert verdicts["shape-thd-varlen-half"][0] == "skip"
     assert "no packed sequences" in verdicts["shape-thd-varlen-half"][1][0]
-    assert report.probe["unsupported_tensor_layouts"] == ["thd"]
+
+
+def test_tensor_layouts_are_graded_case_by_case_whatever_a_scaled_probe_says():
+    """Issue 23: the tensor-layout probe used the first catalog configuration (scaled); an adapter
+    that refuses scaling but mishandles bhsd/thd got a green run quoting the scaling refusal.
+    Every tensor-layout case is now graded on its own spec: the bhsd and thd cases fail."""
+    hf = load(ROOT / "examples" / "rope" / "hf_rotate_half.py")
+
+    def ignores_tensor_layout(x, positions, spec):
+        if spec.scaling is not None:
+            raise Unsupported("no scaling")
+        if spec.tensor_layout != "bshd":
+            return x.clone()  # the bug: not rotated at all in the other layouts
+        return hf.apply(x, positions, spec)
+
+    report = run_conformance(ignores_tensor_layout, "rope.apply", shapes="full", seed=6, dtypes=("float32",),
+                             identities=False,
+                             cases="rope.apply/fresh-*/shape-bhsd-*-half,rope.apply/fresh-*/shape-thd-*-half")
+    assert report.cases and all(c.verdict == "fail" for c in report.cases), \
+        [(c.id, c.verdict, c.notes) for c in report.cases]
+    assert report.summary()["overall"] == "fail"

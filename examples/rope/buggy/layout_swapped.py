@@ -1,9 +1,10 @@
 """Bug: rotate_half is hard-coded, so the pairs are (j, j + r/2) whatever ``spec.layout`` says.
 
-Correct for half-layout cases; graded with ``--layout interleaved`` (a model whose weights expect
-pairs (2i, 2i+1), e.g. a Meta checkpoint not permuted for HF) every pair is wrong.
-Expected diagnosis: ``layout-swapped`` (closest mutant: the other layout; the black-box
-norm-per-pair check in the declared layout fails too).
+Correct for half-layout cases; every interleaved case (a model whose weights expect pairs
+(2i, 2i+1): GPT-J, a Meta checkpoint not permuted for HF) is wrong. vLLM shipped this for GPT-J
+(NEOX pairing on a GPT-J model) and llama.cpp for Orion. The default run grades the interleaved
+cases (a probe never skips them) and fails them: ``layout-swapped`` (closest mutant: the other
+layout), with the probe's note that the implementation pairs (j, j + r/2) whatever spec.layout says.
 """
 
 import torch
@@ -13,7 +14,6 @@ import torch
 # (tests/test_family_contract.py checks it).
 CODE = "layout-swapped"
 PROTOCOL = "rope.apply"
-OPTIONS = {"layout": "interleaved"}
 
 
 def rotate_half(x):
