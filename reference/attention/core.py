@@ -91,8 +91,11 @@ def check_config(c: Config) -> Config:
         if r1.size != hq:
             raise ValueError(f"kerple_r1: must hold one value per query head ({hq}), got {r1.size}")
     if c.encoding == "t5":
+        from reference.t5.core import check_config as check_t5
+
         _int(c.num_buckets, "num_buckets", 2, 2**20)
         _int(c.max_distance, "max_distance", 2, MAX_POSITION)
+        check_t5(c.num_buckets, c.max_distance, not c.causal)  # buckets in [0, num_buckets), or refused
     _int(c.seq_len, "seq_len", 0, MAX_POSITION)
     return c
 
