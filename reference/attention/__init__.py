@@ -29,9 +29,10 @@ backend, mode)`` -> [b, s, D]; ``stages(...)`` -> the float64 intermediates (for
 Fast mode: projections and dot products by Dot2 (Ogita, Rump, Oishi 2005, as accurate as
 twice the working precision), softmax sums compensated (TwoSum), exp from libm; within
 ``fast_bound`` (per element: rho N + u |out|, N the output on magnitudes; a logit's absolute
-error passes through exp, so the error is not a few ulps of |out|: core.fast_bound). Golden mode: the whole chain in mpmath at 192 bits
-from the float64 inputs, each output rounded to the nearest double (faithful at worst; certified
-against oracle.py). Backends cpu (Numba), cuda, numpy. Never imports torch.
+error passes through exp, so the error is not a few ulps of |out|: core.fast_bound).
+Golden mode: the whole chain in mpmath at 192 bits from the float64 inputs, each output rounded
+to the nearest double (faithful at worst; certified against oracle.py). Backends cpu (Numba),
+cuda, numpy. Never imports torch.
 
 Backward (issue 15): ``backward.vjp(g, hidden, weights, positions, config, ...)`` -> the gradients
 of hidden, wq, wk, wv, wo (fast: NumPy by default, or the Numba cpu / cuda kernels with

@@ -90,8 +90,9 @@ def fast_bound(qp, kp, weights, *, init_L=INIT_L, eps=EPS) -> np.ndarray:
     relative (two log1p of 1 ulp, the products c n with their relative error passing through
     log1p damped, the eps sum and the division; where |c| n overflows, psi = ln |c| + ln n has
     two logs of 1 ulp on non-negative terms and their sum, 3u as on the log1p path), so each
-    pre-activation W1_k x + b1_k errs by at most 10u (|W1_k x| + |b1_k|), ReLU passing errors unchanged; the dot product of hidden terms
-    plus b2 adds (hidden + 1) u times its absolute sum; the output's rounding u."""
+    pre-activation W1_k x + b1_k errs by at most 10u (|W1_k x| + |b1_k|), ReLU passing errors
+    unchanged; the dot product of hidden terms plus b2 adds (hidden + 1) u times its absolute
+    sum; the output's rounding u."""
     w = check_weights(weights)
     qp, kp = positions(qp, "q_positions"), positions(kp, "k_positions")
     L = scale_length(w, init_L)

@@ -69,10 +69,11 @@ def _gaussian_term(mf, a, s) -> np.ndarray:
     m = 669. So e is formed as a double-double: q = m / s (m exact, |m| <= 2**53) with its
     remainder (m - q s) / s from Dekker's two_prod, e = q^2 / 2 from two_prod again (relative error
     below 2**-100). Then exp(-e) = 2**-k exp(-r), k = floor(e / ln 2), r = e - k ln 2 in about
-    [0, ln 2) as a double-double (e - k LN2_HI exact by Sterbenz; the tails added by two_sum): a exp(-r_hi) (1 - r_lo) stays normal
-    for every a, and ldexp by -k rounds once where the term is subnormal. Error: exp's 1 ulp (2u)
-    and two roundings (u each) relative, plus half a subnormal ulp from ldexp: |err| <= 4u |T| +
-    2**-1075, and the sum of the two terms one rounding more: 3 ulps of K (FAST_KERNEL_ULPS).
+    [0, ln 2) as a double-double (e - k LN2_HI exact by Sterbenz; the tails added by two_sum):
+    a exp(-r_hi) (1 - r_lo) stays normal for every a, and ldexp by -k rounds once where the term
+    is subnormal. Error: exp's 1 ulp (2u) and two roundings (u each) relative, plus half a
+    subnormal ulp from ldexp: |err| <= 4u |T| + 2**-1075, and the sum of the two terms one
+    rounding more: 3 ulps of K (FAST_KERNEL_ULPS).
     Terms with |q| < 2**-200 are a (exactly the rounded value); with |q| > 64 (e > 2048) or
     m / s overflowing (tiny s) they are 0, as exactly rounded."""
     from reference.rope.ddmath import fast_two_sum, two_prod, two_sum
