@@ -27,10 +27,12 @@ API: ``forward(hidden, weights, positions, config, *, attention_mask, past_keys,
 backend, mode)`` -> [b, s, D]; ``stages(...)`` -> the float64 intermediates (for budgets);
 ``visible(config, attention_mask, b, s, P)`` -> bool [b, s, P + s]; ``Config``.
 Fast mode: projections and dot products by Dot2 (Ogita, Rump, Oishi 2005, as accurate as
-twice the working precision), softmax sums compensated (TwoSum), exp from libm; within a few
-ulps of |result| plus 2^-104 of the magnitudes. Golden mode: the whole chain in mpmath at 192 bits
-from the float64 inputs, each output rounded to the nearest double (faithful at worst; certified
-against oracle.py). Backends cpu (Numba), cuda, numpy. Never imports torch.
+twice the working precision), softmax sums compensated (TwoSum), exp from libm; within
+``fast_bound`` (per element: rho N + u |out|, N the output on magnitudes; a logit's absolute
+error passes through exp, so the error is not a few ulps of |out|: core.fast_bound).
+Golden mode: the whole chain in mpmath at 192 bits from the float64 inputs, each output rounded
+to the nearest double (faithful at worst; certified against oracle.py). Backends cpu (Numba),
+cuda, numpy. Never imports torch.
 
 Backward (issue 15): ``backward.vjp(g, hidden, weights, positions, config, ...)`` -> the gradients
 of hidden, wq, wk, wv, wo (fast: NumPy by default, or the Numba cpu / cuda kernels with
@@ -38,6 +40,6 @@ backend=, within a derived bound; golden: mpmath, faithfully rounded, certified 
 ``oracle.vjp_exact``); see backward.py.
 """
 
-from .core import Config, forward, key_positions, stages, visible
+from .core import Config, fast_bound, forward, key_positions, stages, visible
 
-__all__ = ["Config", "forward", "key_positions", "stages", "visible"]
+__all__ = ["Config", "fast_bound", "forward", "key_positions", "stages", "visible"]

@@ -405,6 +405,47 @@ def gamma(n, a):
     return na / (1.0 - na)
 
 
+def _chain(*rs):
+    out = 1.0
+    for r in rs:
+        out *= 1.0 + r
+    return out - 1.0
+
+
+def forward_factors(st: dict, config, *, u: float, a: float, t: float, angle: float, bias_error=None) -> tuple:
+    """(r_p, r_qk, r_r, e_p, r_o): the forward's relative factors of ``error_factor`` (projections,
+    q and k, RoPE, the softmax weights, o = P v), derived there; shared with core.fast_bound."""
+    c = config
+    X = st["X"]
+    D = X.shape[2]
+    d = c.head_dim
+    vis = st["vis"]
+    n = int(max(1, vis.sum(axis=-1).max(initial=1)))
+    chain = _chain
+    r_p = gamma(D, a) + u
+    r_r = 0.0
+    if c.encoding == "rope":
+        from reference import rope
+
+        theta = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
+        mmax = float(np.max(np.abs(st["positions"]), initial=0))
+        r_r = 2 * angle * mmax * float(np.max(theta)) + 4 * t + 5 * u
+    r_qk = chain(r_p, r_r)
+    mag = magnitude_logits(st, c)
+    Ez = (2 * r_qk + r_qk * r_qk + gamma(d, a) + 4 * u) * mag
+    if bias_error is not None:
+        Ez = Ez + bias_error
+    live = vis[:, None]
+    Ezmax = float(np.max(np.where(live, Ez, 0.0), initial=0.0))
+    z = st["z"]
+    top = np.max(np.where(live, z, -np.inf), axis=-1, keepdims=True)
+    spread = float(np.max(np.where(live & np.isfinite(top), np.abs(z - np.where(np.isfinite(top), top, 0.0)), 0.0),
+                          initial=0.0))
+    e_p = chain(math.expm1(min(2 * Ezmax, 700.0)), a * spread + gamma(n + 6, a) + u)
+    r_o = chain(e_p, r_p, gamma(n, a) + u)
+    return r_p, r_qk, r_r, e_p, r_o
+
+
 def error_factor(st: dict, config, *, u: float, a: float, t: float, angle: float, bias_error=None) -> dict:
     """{role: rho}: |computed - exact| <= rho N (N from ``magnitudes``) for a backward computed with
     unit roundoff u on every stored intermediate, a on accumulations / exp / softmax, t on the RoPE
@@ -442,34 +483,8 @@ def error_factor(st: dict, config, *, u: float, a: float, t: float, angle: float
     vis = st["vis"]
     n = int(max(1, vis.sum(axis=-1).max(initial=1)))
     grp = s * (hq // hkv)
-
-    def chain(*rs):
-        out = 1.0
-        for r in rs:
-            out *= 1.0 + r
-        return out - 1.0
-
-    r_p = gamma(D, a) + u
-    r_r = 0.0
-    if c.encoding == "rope":
-        from reference import rope
-
-        theta = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
-        mmax = float(np.max(np.abs(st["positions"]), initial=0))
-        r_r = 2 * angle * mmax * float(np.max(theta)) + 4 * t + 5 * u
-    r_qk = chain(r_p, r_r)
-    mag = magnitude_logits(st, c)
-    Ez = (2 * r_qk + r_qk * r_qk + gamma(d, a) + 4 * u) * mag
-    if bias_error is not None:
-        Ez = Ez + bias_error
-    live = vis[:, None]
-    Ezmax = float(np.max(np.where(live, Ez, 0.0), initial=0.0))
-    z = st["z"]
-    top = np.max(np.where(live, z, -np.inf), axis=-1, keepdims=True)
-    spread = float(np.max(np.where(live & np.isfinite(top), np.abs(z - np.where(np.isfinite(top), top, 0.0)), 0.0),
-                          initial=0.0))
-    e_p = chain(math.expm1(min(2 * Ezmax, 700.0)), a * spread + gamma(n + 6, a) + u)
-    r_o = chain(e_p, r_p, gamma(n, a) + u)
+    chain = _chain
+    r_p, r_qk, r_r, e_p, r_o = forward_factors(st, c, u=u, a=a, t=t, angle=angle, bias_error=bias_error)
     r_dO = gamma(D, a) + u
     r_dP = chain(r_dO, r_p, gamma(d, a) + u)
     r_delta = max(chain(r_dO, r_o, gamma(d, a) + u), chain(e_p, r_dP, gamma(n, a) + u))

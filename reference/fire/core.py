@@ -57,23 +57,45 @@ def _check_config(init_L, eps) -> tuple[float, float]:
     return float(init_L), float(eps)
 
 
+def scale_length(w, init_L) -> float:
+    """L = |L_multiplier init_L|, refused (one line) where the product overflows float64."""
+    L = abs(w["L_multiplier"] * init_L)
+    if not math.isfinite(L):
+        raise ValueError(f"L_multiplier: |L_multiplier * init_L| must be a finite float64, got "
+                         f"{w['L_multiplier']!r} * {init_L!r}")
+    return L
+
+
+def psi(a, y) -> np.ndarray:
+    """log1p(a y) for a, y >= 0, as ln a + ln y where a y overflows (cpu_kernels.psi)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        z = a * y
+        out = np.log1p(z)
+        big = np.isinf(z)
+        if np.any(big):
+            out = np.where(big, np.log(a) + np.log(y), out)
+    return out
+
+
 def normalized_distance(qp, kp, c, L, eps) -> np.ndarray:
-    """x [sq, sk] = psi(i - j) / (psi(max(i, L)) + eps), float64 with log1p."""
+    """x [sq, sk] = psi(i - j) / (psi(max(i, L)) + eps), float64 with log1p (psi overflow-safe)."""
     d = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)
     n = np.maximum(qp.astype(np.float64), L)[:, None]
-    return np.log1p(np.abs(c * d)) / (np.log1p(np.abs(c * n)) + eps)
+    return psi(abs(c), d) / (psi(abs(c), n) + eps)
 
 
 def fast_bound(qp, kp, weights, *, init_L=INIT_L, eps=EPS) -> np.ndarray:
     """[H, sq, sk]: the fast mode's error bound, u = 2^-53: (hidden + 12) u S with
     S = sum_k |W2_hk| (|W1_k x| + |b1_k|) + |b2_h|. The normalized distance x carries at most 8u
     relative (two log1p of 1 ulp, the products c n with their relative error passing through
-    log1p damped, the eps sum and the division), so each pre-activation W1_k x + b1_k errs by at
-    most 10u (|W1_k x| + |b1_k|), ReLU passing errors unchanged; the dot product of hidden terms
-    plus b2 adds (hidden + 1) u times its absolute sum; the output's rounding u."""
+    log1p damped, the eps sum and the division; where |c| n overflows, psi = ln |c| + ln n has
+    two logs of 1 ulp on non-negative terms and their sum, 3u as on the log1p path), so each
+    pre-activation W1_k x + b1_k errs by at most 10u (|W1_k x| + |b1_k|), ReLU passing errors
+    unchanged; the dot product of hidden terms plus b2 adds (hidden + 1) u times its absolute
+    sum; the output's rounding u."""
     w = check_weights(weights)
     qp, kp = positions(qp, "q_positions"), positions(kp, "k_positions")
-    L = abs(w["L_multiplier"] * init_L)
+    L = scale_length(w, init_L)
     x = np.abs(normalized_distance(qp, kp, w["c"], L, eps))[..., None]
     s = (np.abs(w["W1"][:, 0]) * x + np.abs(w["b1"])) @ np.abs(w["W2"]).T + np.abs(w["b2"])
     return (w["b1"].size + 12) * 2.0**-53 * np.moveaxis(s, -1, 0)
@@ -105,9 +127,9 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
     qp, kp = positions(q_positions, "q_positions"), positions(k_positions, "k_positions")
     init_L, eps = _check_config(init_L, eps)
     backend, mode = check_backend(backend), check_mode(mode)
+    L = scale_length(w, init_L)
     if mode == "golden":
         return _golden(w, qp, kp, init_L, eps)
-    L = abs(w["L_multiplier"] * init_L)
     if backend == "numpy":
         x = normalized_distance(qp, kp, w["c"], L, eps)[..., None]
         act = np.maximum(w["W1"][:, 0] * x + w["b1"], 0.0)

@@ -29,8 +29,11 @@ def bias_kernel(qp, kp, c, L, eps, w1, b1, w2, b2, out):
         d = qp[i] - kp[j]
         if d < 0:
             d = -d
-        norm = math.log1p(abs(c * max(float(qp[i]), L))) + eps
-        x = math.log1p(abs(c * float(d))) / norm
+        # psi(y) = log1p(|c| y), as ln |c| + ln y where |c| y overflows (cpu_kernels.psi, written out)
+        y = abs(c) * max(float(qp[i]), L)
+        norm = (math.log(abs(c)) + math.log(max(float(qp[i]), L)) if math.isinf(y) else math.log1p(y)) + eps
+        y = abs(c) * float(d)
+        x = (math.log(abs(c)) + math.log(float(d)) if math.isinf(y) else math.log1p(y)) / norm
         acc = b2[h]
         for k in range(w1.shape[0]):
             acc += w2[h, k] * max(w1[k] * x + b1[k], 0.0)

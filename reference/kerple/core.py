@@ -15,7 +15,10 @@ CLAMP_LOW = 1e-2  # ParallelKerpleLog / ParallelKerplePower: clamp(min=1e-2) on 
 POWER_HIGH = 2.0  # ParallelKerplePower: the exponent is clamped to at most 2
 # Fast mode's bound in ulps of the exact value. log: r2 d rounded (its relative error u reaches
 # log1p relatively at most u * x / ((1 + x) log1p(x)) <= u), log1p within 1 ulp (2u), the product
-# with r1 (u): 4u. power: pow within 1 ulp (2u) and the product (u): 3u. 4 ulp = 8u covers both.
+# with r1 (u): 4u. Where r2 d overflows (r2 > 2**1024 / 2**41, so ln r2 > 680 and ln d >= 0, no
+# cancellation) log1p(x) = ln r2 + ln d + O(1 / x): two logs within 2u each of positive terms,
+# their sum (u) and the product (u): 4u. power: pow within 1 ulp (2u) and the product (u): 3u.
+# 4 ulp = 8u covers all.
 FAST_ULPS = 4
 MAX_POSITION = 2**40
 
@@ -74,6 +77,17 @@ def _golden(variant, a, b, qp, kp) -> np.ndarray:
     return out
 
 
+def _log1p_product(r2, d) -> np.ndarray:
+    """log1p(r2 d), as ln r2 + ln d where r2 d overflows (as cpu_kernels._value)."""
+    with np.errstate(over="ignore", divide="ignore"):
+        x = r2 * d
+        big = np.isinf(x)
+        out = np.log1p(x)
+        if big.any():
+            out = np.where(big, np.log(r2) + np.log(d), out)
+    return out
+
+
 def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast") -> np.ndarray:
     """[h, sq, sk]: -r1_h log(1 + r2_h |i - j|) (log) or -r1_h |i - j|^r2_h (power), after the
     clamps; i the query's position, j the key's. Causal callers ignore the entries j > i."""
@@ -85,7 +99,7 @@ def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast
     if backend == "numpy":
         d = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)[None]
         if variant == "log":
-            return -a[:, None, None] * np.log1p(b[:, None, None] * d)
+            return -a[:, None, None] * _log1p_product(b[:, None, None], d)
         return -a[:, None, None] * np.power(d, b[:, None, None])
     if backend == "cpu":
         from . import cpu_kernels as kernels

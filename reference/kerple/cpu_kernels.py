@@ -22,7 +22,10 @@ PARALLEL_MIN_WORK = 1 << 22
 @numba.njit(cache=True, fastmath=False, inline="always")
 def _value(r1, r2, d, log_variant):
     if log_variant:
-        return -r1 * math.log1p(r2 * d)
+        x = r2 * d
+        if math.isinf(x):  # r2 d past 2**1024: log1p(x) = ln r2 + ln d to within 2**-1024 (core.FAST_ULPS)
+            return -r1 * (math.log(r2) + math.log(d))
+        return -r1 * math.log1p(x)
     return -r1 * d ** r2
 
 

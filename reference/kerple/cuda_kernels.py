@@ -26,7 +26,11 @@ def bias_kernel(r1, r2, qp, kp, log_variant, out):
             d = -d
         x = float(d)
         if log_variant:
-            out[h, i, j] = -r1[h] * math.log1p(r2[h] * x)
+            y = r2[h] * x
+            if math.isinf(y):  # r2 d overflows: ln r2 + ln d, as the CPU kernel
+                out[h, i, j] = -r1[h] * (math.log(r2[h]) + math.log(x))
+            else:
+                out[h, i, j] = -r1[h] * math.log1p(y)
         else:
             out[h, i, j] = -r1[h] * x ** r2[h]
 

@@ -67,7 +67,7 @@ def exact(scaling, rotary_dim, base, seq_len):
         lo, hi = dim_of(mpmath.mpf(p.get("beta_fast", 32))), dim_of(mpmath.mpf(p.get("beta_slow", 1)))
         if p.get("truncate", True):
             lo, hi = mpmath.floor(lo), mpmath.ceil(hi)
-        lo, hi = max(lo, 0), min(hi, r - 1)
+        lo, hi = max(lo, mpmath.mpf(0)), min(hi, mpmath.mpf(r - 1))  # mpf: int / int is a float
         hi = hi + mpmath.mpf("0.001") if hi == lo else hi
         thetas = [t * (1 - (1 - 1 / s) * min(1, max(0, (i - lo) / (hi - lo))))
                   for i, t in enumerate(_ladder(b, r))]

@@ -9,11 +9,38 @@ import mpmath
 import numpy as np
 
 
-def _check(num_buckets, max_distance):
+INT64_MAX = 2**63 - 1
+
+
+def check_config(num_buckets, max_distance, bidirectional):
+    """(buckets per direction, max_exact, max_distance) of a configuration the rule is defined for,
+    or a one-line ValueError naming the argument.
+
+    The log buckets divide by ln(max_exact) terms: max_exact = buckets // 2 must be >= 1 (so
+    bidirectional needs num_buckets >= 4) and max_distance must exceed max_exact (equal divides by
+    ln 1 = 0; below it the log position is negative, so are the buckets). max_distance <= 2**63 - 1
+    lets a distance saturate there exactly (every n >= max_distance is the last bucket)."""
     for name, v in (("num_buckets", num_buckets), ("max_distance", max_distance)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
-            raise ValueError(f"{name}: must be an integer >= 2, got {v!r}")
-    return int(num_buckets), int(max_distance)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 2 <= v <= INT64_MAX:
+            raise ValueError(f"{name}: must be an integer in [2, 2**63 - 1], got {v!r}")
+    buckets, max_distance = int(num_buckets), int(max_distance)
+    half = buckets // 2 if bidirectional else buckets
+    max_exact = half // 2
+    if max_exact < 1:
+        raise ValueError(f"num_buckets: must be >= 4 when bidirectional (max_exact = num_buckets // 4 must be "
+                         f">= 1: the log buckets divide by it), got {buckets}")
+    if max_distance <= max_exact:
+        raise ValueError(f"max_distance: must exceed max_exact = {max_exact} (the log buckets span distances "
+                         f"[max_exact, max_distance) and divide by ln(max_distance / max_exact)), got {max_distance}")
+    return half, max_exact, max_distance
+
+
+def _as_int64(r: np.ndarray, max_distance: int) -> np.ndarray:
+    """int64 relative positions with the same buckets: an unsigned value past 2**63 - 1 (which a cast
+    would wrap negative) is clipped to max_distance, where its bucket (the last one) already is."""
+    if r.dtype.kind == "u" and r.dtype.itemsize == 8 and r.size and r.max() > INT64_MAX:
+        r = np.minimum(r, np.uint64(max_distance))
+    return r.astype(np.int64, copy=False)
 
 
 def _large(n: int, max_exact: int, buckets: int, max_distance: int):
@@ -76,36 +103,36 @@ def bucket(relative_positions, *, num_buckets=32, max_distance=128, bidirectiona
     one (there the exact log position is at least buckets - max_exact), and the entries are
     gathered in one pass (cpu_kernels.py) where the configuration allows.
     """
-    buckets, max_distance = _check(num_buckets, max_distance)
+    half, max_exact, max_distance = check_config(num_buckets, max_distance, bidirectional)
     r = np.asarray(relative_positions)
     if r.dtype.kind not in "iu":
         raise ValueError("relative_positions: must be integers")
-    r = r.astype(np.int64, copy=False)
-    half = buckets // 2 if bidirectional else buckets
-    max_exact = half // 2
-    if r.size and 1 <= max_exact < max_distance and max_distance - max_exact <= TABLE_MAX \
+    r = _as_int64(r, max_distance)
+    if r.size and max_distance - max_exact <= TABLE_MAX \
             and half <= KERNEL_MAX_BUCKETS:
         return _bucket_kernel(r, bidirectional, half, max_exact, max_distance)
     return _bucket_general(r, half, max_exact, max_distance, bidirectional)
 
 
 def _bucket_general(r, buckets, max_exact, max_distance, bidirectional) -> np.ndarray:
-    """Any configuration (huge max_distance, degenerate ones): _one once per distinct n >= max_exact,
-    the rest vectorised (a configuration the rule cannot evaluate raises as the per-entry rule did)."""
+    """Any configuration check_config accepts (huge max_distance too): _one once per distinct
+    n >= max_exact, the rest vectorised."""
     out = np.zeros(r.shape, dtype=np.int64)
     if bidirectional:
         out += (r > 0) * buckets
         n = np.abs(r)
     else:
-        n = np.maximum(-r, 0)
+        n = np.where(r < 0, -r, 0)
+    # -(-2**63) wraps to -2**63: that distance, 2**63, saturates to 2**63 - 1 >= max_distance (the last bucket)
+    n = np.where(n < 0, INT64_MAX, n)
     flat_n, flat_out = n.reshape(-1), out.reshape(-1)
     small = flat_n < max_exact
     flat_out[small] += flat_n[small]
     large = np.flatnonzero(~small)
     if large.size:
         values, inverse = np.unique(flat_n[large], return_inverse=True)
-        last = max_distance > max_exact >= 1  # then every n >= max_distance is in the last bucket
-        per = [buckets - 1 if last and v >= max_distance else _one(v, max_exact, buckets, max_distance)
+        # every n >= max_distance is in the last bucket (its log position is >= buckets - max_exact)
+        per = [buckets - 1 if v >= max_distance else _one(v, max_exact, buckets, max_distance)
                for v in values.tolist()]
         flat_out[large] += np.array(per, dtype=np.int64)[inverse.reshape(-1)]
     return flat_out.reshape(r.shape)
@@ -114,10 +141,7 @@ def _bucket_general(r, buckets, max_exact, max_distance, bidirectional) -> np.nd
 def edges(*, num_buckets=32, max_distance=128, bidirectional=True, limit=4096) -> list:
     """Distances n (>= max_exact, up to limit) whose exact log position is an integer below the cap:
     a float log one ulp low lands one bucket lower there."""
-    buckets, max_distance = _check(num_buckets, max_distance)
-    if bidirectional:
-        buckets //= 2
-    max_exact = buckets // 2
+    buckets, max_exact, max_distance = check_config(num_buckets, max_distance, bidirectional)
     out = []
     for n in range(max_exact, limit + 1):
         x = _large(n, max_exact, buckets, max_distance)

@@ -16,11 +16,10 @@ PARALLEL_MIN_WORK = 1 << 22
 
 @numba.njit(cache=True, fastmath=False, inline="always")
 def _distance(v, bidirectional):
-    # as numpy's abs(r) and maximum(-r, 0) in int64 (wrapping at -2**63 the same way)
-    if bidirectional:
-        return -v if v < 0 else v
-    n = -v
-    return n if n > 0 else 0
+    # |v|, or max(-v, 0) when causal; -(-2**63) wraps negative, and that distance (2**63)
+    # saturates to 2**63 - 1, past every max_distance core.check_config accepts (the last bucket)
+    n = -v if v < 0 else (v if bidirectional else 0)
+    return n if n >= 0 else 9223372036854775807
 
 
 @numba.njit(cache=True, fastmath=False, parallel=True)

@@ -26,5 +26,9 @@ def frequencies(theta, r, base, params, seq_len):
         return out, mpmath.mpf(params["attention_factor"])
     s = mpmath.mpf(params["factor"]) if "factor" in params else (
         mpmath.mpf(params.get("max_position_embeddings", big_l)) / big_l)
-    factor = mpmath.mpf(1) if s <= 1 else mpmath.sqrt(1 + mpmath.log(s) / mpmath.log(big_l))
-    return out, factor
+    if s <= 1:
+        return out, mpmath.mpf(1)
+    if big_l == 1:  # ln L = 0: the derived factor does not exist (HF divides by zero too)
+        raise ValueError("scaling: longrope's attention factor sqrt(1 + ln s / ln L) needs "
+                         "original_max_position_embeddings >= 2 (or an explicit attention_factor), got 1")
+    return out, mpmath.sqrt(1 + mpmath.log(s) / mpmath.log(big_l))

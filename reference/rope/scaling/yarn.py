@@ -43,6 +43,9 @@ def attention_factor(s, params):
 
 
 def frequencies(theta, r, base, params, seq_len):
+    if base == 1:  # d(n) divides by ln b: the correction range does not exist at base 1
+        raise ValueError(f"base: yarn scaling needs base > 1 (its correction range divides by ln base), "
+                         f"got {float(base)!r}")
     s = mpmath.mpf(params["factor"])
     big_l = mpmath.mpf(params["original_max_position_embeddings"])
     base_ln = mpmath.log(base)
@@ -50,7 +53,8 @@ def frequencies(theta, r, base, params, seq_len):
     high = correction_dim(mpmath.mpf(params.get("beta_slow", 1)), r, base_ln, big_l)
     if params.get("truncate", True):
         low, high = mpmath.floor(low), mpmath.ceil(high)
-    low, high = max(low, 0), min(high, r - 1)
+    # The clamps are mpf too: with both binding, Python ints would make the ramp i / (r - 1) a float.
+    low, high = max(low, mpmath.mpf(0)), min(high, mpmath.mpf(r - 1))
     if low == high:
         high += mpmath.mpf("0.001")
     out = []
