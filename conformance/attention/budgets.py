@@ -115,7 +115,13 @@ def bias_logit_error(st: dict, spec, positions: np.ndarray, dtype: str, profile:
 
 
 def forward_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray:
-    """float64 [b, s, D]: the budget of every output element (see the module docstring)."""
+    """float64 [b, s, D]: the budget of every output element: in float16 and bfloat16 the
+    probabilistic first-order bound of conformance.attention.half (this module's worst-case bound
+    is as wide as the output there), otherwise the running bound of the module docstring."""
+    from conformance.attention.half import half_budget, is_half
+
+    if is_half(dtype):
+        return half_budget(st, spec, positions, dtype, profile)
     return forward_bounds(st, spec, positions, dtype, profile)["out"] + tolerance.SMALLEST_SUBNORMAL[dtype]
 
 
