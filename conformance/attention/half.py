@@ -26,8 +26,8 @@ to the logit z_hij is p_hij A_hj (softmax's derivative: d o_ih = p_hij (v_j - o_
   o stored:             W_o[n, h, e] at u |o_ihe| (and gamma(n_vis) sum_j p |v_j|)
   P stored:             W_o[n, h, :] . v_j at u p_hij (and p (gamma(n + 6) + a |z - max|): exp, sum)
   logits:               p_hij A_hj at 2 u |q . k c_s| + u |z| (the dot product stored, the scale's
-                        product stored, the bias added and stored) and the bias's own error
-                        (budgets.bias_logit_error) and gamma(d) |q| . |k| c_s
+                        product stored, the bias added and stored), at the bias's own error and
+                        cast (budgets.bias_logit_error less its u |z|) and at gamma(d) |q| . |k| c_s
   rotated q:            c_s sum_j p_hij A_hj k_je at u |q'| (SDPA's sqrt(scale) on q) and, with
                         RoPE, the two products and their sum: u f |x_a cos|, u f |x_b sin|, u |q'|
   rotated k (slot j):   c_s sum_{h in g} p_hij A_hj q'_ihe, likewise (the cache's keys only the
@@ -45,12 +45,12 @@ to the logit z_hij is p_hij A_hj (softmax's derivative: d o_ih = p_hij (v_j - o_
 
 Second order (deterministic, added in full): a logit error delta_j (|delta_j| <= E_j = LAMBDA
 times the logit's own sigma, from its sources and q's and k's) moves p_j by exactly
-p_j (e^(delta_j - L) - 1), L = log sum_k p_k e^(delta_k). With Ebar = log sum_k p_k e^(E_k) >= |L|
-and R = sum_k p_k E_k^2 e^(E_k) / 2 >= |L - sum_k p_k delta_k|, this differs from its first-order
-part by at most rem_j = p_j ((E_j + Ebar)^2 e^(E_j + Ebar) / 2 + R); the remainders sum to 0 (so do
-p's changes and their first-order parts), so they move o_ih by sum_j rem_j |v_j - o_ih| and the
-output by sum_{h,j} rem_hj |A_hj|. A logit far below the row's maximum may have a large E (a
-KERPLE power bias of -98 in bfloat16) but carries p_j ~ 0, so the bound stays the output's size.
+p_j (e^(x_j) - 1), x_j = delta_j - L, L = log sum_k p_k e^(delta_k). Its part past the first order
+is rem_j = p_j (g(x_j) - c), g(x) = e^x - 1 - x >= 0, c = L - sum_k p_k delta_k >= 0 (Jensen); the
+rem_j sum to 0, so sum_j p_j g(x_j) = c, and they move o_ih by sum_j rem_j (v_j - o_ih) =
+sum_j p_j g(x_j) (v_j - o_ih): the output by at most c max_j |A_hj| per head, with
+c <= R = sum_k p_k E_k^2 e^(E_k) / 2 (L <= sum_k p_k (e^(delta_k) - 1)). A logit far below the
+row's maximum may have a large E (a KERPLE power bias of -98 in bfloat16) but carries p_k ~ 0.
 Products of two roundings elsewhere are O(u^2) against the O(u) terms: within LAMBDA's margin.
 """
 
@@ -174,8 +174,8 @@ def half_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str)
         qk = np.einsum("ihe,jhe->hij", qr, kH) * cs
         absqk = np.einsum("ihe,jhe->hij", np.abs(qr), np.abs(kH)) * cs
         z_var = 2 * (u * qk) ** 2 + rnd(z) ** 2 + (_gamma(d, a) * absqk) ** 2
-        if Eb is not None:
-            z_var = z_var + Eb[r] ** 2
+        if Eb is not None:  # the bias's own error and its cast; its sum with q.k c_s is the u |z| above
+            z_var = z_var + np.maximum(Eb[r] - u * np.abs(z), 0.0) ** 2
         z_var = np.where(vis[None], z_var, 0.0)
         var += np.einsum("inhj,hij->in", pa ** 2, z_var)
         # rotated q and keys (SDPA's sqrt(scale) rounding on both; RoPE's own on the new ones)
@@ -211,21 +211,17 @@ def half_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str)
         z_tot = z_var + cs ** 2 * (np.einsum("ihe,jhe->hij", q_all, kH ** 2)
                                    + np.einsum("ihe,jhe->hij", qr ** 2, k_all[:, heads]))
         E = LAMBDA * np.sqrt(np.where(vis[None], z_tot, 0.0))  # [hq, s, K]
-        budget[r] = LAMBDA * np.sqrt(var) + np.einsum("hij,inhj->in", _softmax_remainder(p, E), np.abs(A))
+        reach = np.max(np.where(vis[:, None, None, :], np.abs(A), 0.0), axis=-1)  # max_j |A_hj| [s, D, hq]
+        budget[r] = LAMBDA * np.sqrt(var) + np.einsum("hi,inh->in", _softmax_remainder(p, E), reach)
     return budget + tiny
 
 
 def _softmax_remainder(p, E):
-    """[hq, s, K]: how far p moves past its first-order change when each logit moves by at most
-    E (module docstring): p_j (e^(E_j + Ebar) (E_j + Ebar)^2 / 2 + R), Ebar = log sum_k p_k
-    e^(E_k) bounds log sum_k p_k e^(delta_k), and R = sum_k p_k E_k^2 e^(E_k) / 2 bounds its own
-    distance from sum_k p_k delta_k."""
+    """R [hq, s]: the bound on c = L - sum_k p_k delta_k when each logit moves by |delta_k| <= E_k
+    (module docstring): L = log(1 + sum_k p_k (e^delta_k - 1)) <= sum_k p_k delta_k + sum_k p_k
+    (e^delta_k - 1 - delta_k), and e^x - 1 - x <= x^2 e^|x| / 2, so c <= sum_k p_k E_k^2 e^E_k / 2."""
     E = np.minimum(E, 300.0)
-    tot = np.sum(p * np.exp(E), axis=-1, keepdims=True)
-    Ebar = np.log(np.where(tot > 0, tot, 1.0))  # a row with no visible key has p = 0
-    R = np.sum(p * E ** 2 * np.exp(E), axis=-1, keepdims=True) / 2
-    x = E + Ebar
-    return p * (x ** 2 * np.exp(x) / 2 + R)
+    return np.sum(p * E ** 2 * np.exp(E), axis=-1) / 2
 
 
 def _pair_sum(src, rope):
