@@ -1,5 +1,8 @@
 """Error budget of ``attention.forward``: a running first-order bound, stage by stage, evaluated
-on the float64 reference's intermediates (docs/tolerance.md, "Attention").
+on the float64 reference's intermediates (docs/tolerance.md, "Attention"). It is the budget of
+float32 and float64 outputs and the start of every gradient budget; float16 and bfloat16 outputs
+get conformance.attention.half's bound instead (forward_budget), because this one, adding
+absolute values at every stage, is as wide as the output itself there.
 
 Units: u = u_T rounds every stored intermediate; t = table_roundoff(T, profile) is the unit of
 the RoPE tables and the ALiBi bias (standard: float32 admitted; strict: T's own); a = min(t, u_32)

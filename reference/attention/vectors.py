@@ -81,8 +81,8 @@ NOTES = {
            "and added to the scaled logits.", "links": [T5]},
     "GQAPermutation": {"bugType": "EDGE_CASE", "description": "Grouped-query attention with hq / hkv != hkv (8 "
                        "query heads over 2 kv heads, 32 over 4): a converter that permutes k's projection rows per "
-                       "head with a wrong head count (llama.cpp's convert.py used hq / hkv, which equals hkv for Llama 2 "
-                       "70B's 64 over 8 but not for TinyLlama's 32 over 4; HF's GGUF loader used hq), "
+                       "head with a wrong head count (llama.cpp's convert.py used hq / hkv, which equals hkv for "
+                       "Llama 2 70B's 64 over 8 but not for TinyLlama's 32 over 4; HF's GGUF loader used hq), "
                        "or kv heads read as h % hkv instead of h // (hq / hkv), fails here.",
                        "links": [LLAMA_CPP_GQA, HF_GGUF_GQA, GQA]},
     "InterleavedFull": {"bugType": "FUNCTIONALITY", "description": "Full-rotary RoPE in the interleaved layout "
