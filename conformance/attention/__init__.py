@@ -27,6 +27,11 @@ FAMILY = Family(
         "attention-scale-missing": "the logits are not scaled by 1/sqrt(head_dim)",
         "attention-factor-twice": "the RoPE attention factor (YaRN, LongRoPE) is applied twice: the logits carry "
                                   "its fourth power instead of its square",
+        "attention-heads-permuted": "the q or k projection rows are permuted within heads (each head's rows in the "
+                                    "other pair layout's order, or a checkpoint converter's per-head permutation "
+                                    "run with a wrong head count, as llama.cpp's convert.py and HF's GGUF loader "
+                                    "did for grouped-query k), or query heads read kv head h % hkv instead of "
+                                    "h // (hq / hkv)",
     },
     exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec"},
 )

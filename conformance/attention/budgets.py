@@ -1,5 +1,8 @@
 """Error budget of ``attention.forward``: a running first-order bound, stage by stage, evaluated
-on the float64 reference's intermediates (docs/tolerance.md, "Attention").
+on the float64 reference's intermediates (docs/tolerance.md, "Attention"). It is the budget of
+float32 and float64 outputs and the start of every gradient budget; float16 and bfloat16 outputs
+get conformance.attention.half's bound instead (forward_budget), because this one, adding
+absolute values at every stage, is as wide as the output itself there.
 
 Units: u = u_T rounds every stored intermediate; t = table_roundoff(T, profile) is the unit of
 the RoPE tables and the ALiBi bias (standard: float32 admitted; strict: T's own); a = min(t, u_32)
@@ -115,7 +118,13 @@ def bias_logit_error(st: dict, spec, positions: np.ndarray, dtype: str, profile:
 
 
 def forward_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray:
-    """float64 [b, s, D]: the budget of every output element (see the module docstring)."""
+    """float64 [b, s, D]: the budget of every output element: in float16 and bfloat16 the
+    probabilistic first-order bound of conformance.attention.half (this module's worst-case bound
+    is as wide as the output there), otherwise the running bound of the module docstring."""
+    from conformance.attention.half import half_budget, is_half
+
+    if is_half(dtype):
+        return half_budget(st, spec, positions, dtype, profile)
     return forward_bounds(st, spec, positions, dtype, profile)["out"] + tolerance.SMALLEST_SUBNORMAL[dtype]
 
 

@@ -30,7 +30,10 @@ four budgets of a fault model that itself differs from the reference by more tha
 at least twice as close to the model as to the reference, gets its code: ``attention-encoding``
 (RoPE positions restarting from 0 or off by one, other layout, none; a bias with the opposite
 sign, KERPLE's other variant, T5's buckets of the other direction, no bias), ``attention-causal-off-by-one``,
-``attention-padding-ignored``, ``attention-scale-missing``, ``attention-factor-twice``.
+``attention-padding-ignored``, ``attention-scale-missing``, ``attention-factor-twice``,
+``attention-heads-permuted`` (q or k projection rows permuted within heads: the other pair
+layout's order, or a converter's per-head permutation with a wrong head count; query heads
+grouped onto kv head h % hkv).
 """
 
 from __future__ import annotations
@@ -182,7 +185,8 @@ class AttentionForward(Protocol):
                       ("attention-factor-twice", models.factor_models(st, spec)),
                       ("attention-causal-off-by-one", models.causal_models(st, spec, mask)),
                       ("attention-padding-ignored", models.padding_models(st, spec, mask)),
-                      ("attention-encoding", models.encoding_models(st, spec, positions))]
+                      ("attention-encoding", models.encoding_models(st, spec, positions)),
+                      ("attention-heads-permuted", models.head_models(st, spec, positions))]
         for code, fault_models in candidates:
             for what, model in fault_models:
                 if fits(model):

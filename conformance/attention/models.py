@@ -13,16 +13,16 @@ from dataclasses import replace
 import numpy as np
 
 
-def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None, bias=None):
-    """The layer from st with the rotated queries / new keys, visibility, logit factor or additive
-    bias replaced."""
+def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None, bias=None, heads=None):
+    """The layer from st with the rotated queries / new keys, visibility, logit factor, additive
+    bias or the kv head each query head reads (``heads`` [hq]) replaced."""
     b, s, D = st["X"].shape
     hq, hkv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
     P = st["keys"].shape[1] - s
     qr = st["qr"] if qr is None else qr
     keys = st["keys"] if kr is None else np.concatenate([st["keys"][:, :P], kr], axis=1)
     vis = st["vis"] if vis is None else vis
-    heads = np.arange(hq) // (hq // hkv)
+    heads = np.arange(hq) // (hq // hkv) if heads is None else heads
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     z = logit_mult * np.einsum("bihe,bjhe->bhij", qr, keys[:, :, heads]) * sc + (st["bias"] if bias is None else bias)
     z = np.where(vis[:, None], z, -np.inf)
@@ -131,4 +131,62 @@ def bias_models(st, spec, positions):
         flipped = np.stack([t5_bias(c, positions[i], kpos[i], st["W"]["rel_bias"]) for i in range(positions.shape[0])])
         kind = "bidirectional" if spec.causal else "causal (unidirectional)"
         out.append((f"T5 buckets computed as {kind}", recompute(st, spec, bias=flipped)))
+    return out
+
+
+def converter_rows(rows, n_heads):
+    """int64 [rows]: the row order of a checkpoint converter's per-head permutation with ``n_heads``
+    heads, W[idx] = W.reshape(n_heads, 2, rows // n_heads // 2, -1).swapaxes(1, 2).reshape(rows, -1)
+    (llama.cpp's convert_hf_to_gguf ``permute``: each head's rotate_half rows (j, j + r/2) to
+    interleaved rows (2j, 2j + 1)); None when rows is not a multiple of 2 n_heads."""
+    if n_heads < 1 or rows % (2 * n_heads):
+        return None
+    return np.arange(rows).reshape(n_heads, 2, rows // n_heads // 2).swapaxes(1, 2).reshape(-1)
+
+
+def row_permutations(heads, hq, hkv, d):
+    """(description, idx [heads d]) of the projection-row orders a converter or a loader produces
+    for a q (heads = hq) or k (heads = hkv) projection, in the basis of the spec's own layout:
+    each head's rows in the other pair layout's order (either direction), and the permutation
+    into the other layout done with a wrong head count and undone with the right one (or the
+    reverse): llama.cpp's convert.py before PR 3364 permuted k with hq // hkv heads, HF's GGUF
+    loader (before PR 31788) un-permuted k with hq."""
+    rows = heads * d
+    right = converter_rows(rows, heads)
+    out = [("in the other pair layout's order within each head", right),
+           ("in the other pair layout's order within each head (the inverse permutation)", np.argsort(right))]
+    for wrong in sorted({hq, hq // hkv} - {heads}):
+        idx = converter_rows(rows, wrong)
+        if idx is None:
+            continue
+        out.append((f"permuted per head with {wrong} heads instead of {heads} (a converter's wrong head count)",
+                    idx[np.argsort(right)]))
+        out.append((f"un-permuted per head with {wrong} heads instead of {heads} (a loader's wrong head count)",
+                    right[np.argsort(idx)]))
+    return out
+
+
+def head_models(st, spec, positions):
+    """(description, output) for q or k projection rows permuted within heads (the other pair
+    layout's order, or a converter's per-head permutation with a wrong head count: the GQA bug
+    of llama.cpp's convert.py and HF's GGUF loader), and for query heads grouped onto the wrong kv
+    heads (h % hkv in place of h // (hq / hkv), torch's repeat in place of repeat_interleave)."""
+    hq, hkv, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+    out = []
+    if 1 < hkv < hq:
+        out.append((f"query head h reads kv head h % {hkv} instead of h // {hq // hkv} (kv heads repeated, not "
+                    "interleaved)", recompute(st, spec, heads=np.arange(hq) % hkv)))
+    if d % 2:
+        return out
+
+    def encode(x):
+        return _rope(x, positions, spec) if spec.encoding == "rope" else x
+
+    for name, heads in (("k", hkv), ("q", hq)):
+        x = st[name]
+        flat = x.reshape(*x.shape[:2], heads * d)
+        for what, idx in row_permutations(heads, hq, hkv, d):
+            moved = encode(flat[..., idx].reshape(x.shape))
+            model = recompute(st, spec, kr=moved) if name == "k" else recompute(st, spec, qr=moved)
+            out.append((f"the {name} projection's rows {what}", model))
     return out

@@ -41,6 +41,8 @@ ALIBI = "https://arxiv.org/abs/2108.12409"
 KERPLE = "https://arxiv.org/abs/2205.09921"
 FIRE = "https://arxiv.org/abs/2310.04418"
 T5 = "https://arxiv.org/abs/1910.10683"
+LLAMA_CPP_GQA = "https://github.com/ggml-org/llama.cpp/pull/3364"
+HF_GGUF_GQA = "https://github.com/huggingface/transformers/pull/31788"
 SCALE = {"hidden": 1.0, "wq": 0.125, "wk": 0.125, "wv": 0.125, "wo": 0.25, "past_keys": 1.0, "past_values": 1.0,
          "fire_c": 0.0625, "fire_w1": 0.5, "fire_b1": 0.5, "fire_w2": 0.125, "fire_b2": 0.125, "t5_rel_bias": 1.0}
 # Stored role -> key of the weights dict, per encoding with learned bias weights.
@@ -77,6 +79,15 @@ NOTES = {
     "T5": {"bugType": "BASIC", "description": "T5: the learned table rel_bias [num_buckets, heads] read at the "
            "bucket of p_j - p_i (bidirectional buckets when not causal; logarithmic past num_buckets / 2 or / 4) "
            "and added to the scaled logits.", "links": [T5]},
+    "GQAPermutation": {"bugType": "EDGE_CASE", "description": "Grouped-query attention with hq / hkv != hkv (8 "
+                       "query heads over 2 kv heads, 32 over 4): a converter that permutes k's projection rows per "
+                       "head with a wrong head count (llama.cpp's convert.py used hq / hkv, which equals hkv for "
+                       "Llama 2 70B's 64 over 8 but not for TinyLlama's 32 over 4; HF's GGUF loader used hq), "
+                       "or kv heads read as h % hkv instead of h // (hq / hkv), fails here.",
+                       "links": [LLAMA_CPP_GQA, HF_GGUF_GQA, GQA]},
+    "InterleavedFull": {"bugType": "FUNCTIONALITY", "description": "Full-rotary RoPE in the interleaved layout "
+                        "(pairs (2j, 2j+1) over the whole head, as Meta's Llama and GPT-J): a kernel hard-wired "
+                        "to rotate_half pairs fails here.", "links": [HF_LLAMA]},
     "NoPE": {"bugType": "BASIC", "description": "No position encoding at all.", "links": [VASWANI]},
     "Padding": {"bugType": "EDGE_CASE", "description": "A padding mask: masked keys get no weight; rows of "
                 "masked queries are not graded.", "links": [HF_LLAMA, SDPA]},
@@ -97,10 +108,19 @@ class AttentionTest(TestSpec):
     l_multiplier: float = 1.0  # FIRE: the stored L_multiplier (L = |L_multiplier 512|)
 
 
-def _params(encoding="rope", causal=True, hkv=2, scaling=None, layout="half", rotary_dim=HEAD, **extra) -> dict:
-    return {"num_heads": HQ, "num_kv_heads": hkv, "head_dim": HEAD, "d_model": D, "causal": causal,
+def _params(encoding="rope", causal=True, hkv=2, scaling=None, layout="half", rotary_dim=HEAD, hq=HQ, head_dim=HEAD,
+            **extra) -> dict:
+    return {"num_heads": hq, "num_kv_heads": hkv, "head_dim": head_dim, "d_model": D, "causal": causal,
             "encoding": encoding, "base": 10000.0, "rotary_dim": rotary_dim, "layout": layout, "scaling": scaling,
             **extra}
+
+
+# Grouped-query shapes where the group size hq / hkv differs from hkv (8 over 2: groups of 4; 32 over 4:
+# groups of 8), with head_dim 16: a kv-head grouping h % hkv in place of h // (hq / hkv), or a checkpoint
+# converter's per-head row permutation run with hq in place of hkv on k (llama.cpp's convert, HF's GGUF
+# loader), only shows on such shapes.
+GQA_SHAPES = ((8, 2), (32, 4))
+GQA_HEAD = 16
 
 
 def _kerple(variant, r1, r2, causal=True, hkv=2) -> dict:
@@ -146,6 +166,29 @@ def groups() -> list[GroupSpec]:
                       T("positions-60", "Rows at 60..67 and 0..7.", ("RoPE", "Causal", "AttentionFactor"),
                         _rows(range(60, 68), range(8))),
                   )),)),
+        GroupSpec(FORWARD, "rope-gqa-groups", "Causal RoPE attention with grouped-query shapes where the group "
+                  "size differs from the kv head count (8 over 2, 32 over 4; head_dim 16), in both pair layouts.",
+                  tuple(TestGroupSpec(_params(hkv=hkv, hq=hq, head_dim=GQA_HEAD, rotary_dim=GQA_HEAD, layout=layout), (
+                      T(f"{hq}-over-{hkv}-prefill-6", f"{hq} query heads over {hkv} kv heads, {layout} pairs, both "
+                        "rows at positions 0..5.", ("RoPE", "Causal", "GQA", "GQAPermutation"),
+                        _rows(range(6), range(6))),
+                      T(f"{hq}-over-{hkv}-decode-2-after-4", f"{hq} query heads over {hkv} kv heads, {layout} pairs, "
+                        "two new tokens at 4, 5 after a cache of 4.", ("RoPE", "Causal", "GQA", "GQAPermutation",
+                                                                      "KVCache"), _rows((4, 5), (4, 5)), 4),
+                  ) if layout == "half" else (
+                      T(f"{hq}-over-{hkv}-interleaved-prefill-6", f"{hq} query heads over {hkv} kv heads, "
+                        "interleaved pairs over the whole head, rows at positions 0..5 and 200..205.",
+                        ("RoPE", "Causal", "GQA", "GQAPermutation", "InterleavedFull"),
+                        _rows(range(6), range(200, 206))),
+                  )) for hq, hkv in GQA_SHAPES for layout in ("half", "interleaved"))),
+        GroupSpec(FORWARD, "rope-interleaved-causal", "Causal attention with full-rotary interleaved RoPE (pairs "
+                  "(2j, 2j+1) over all 8 features, Meta's layout), prefill and decode.", (
+                      TestGroupSpec(_params(layout="interleaved"), (
+                          T("prefill-8", "Rows at positions 0..7 and 1000..1007.", ("RoPE", "Causal", "GQA",
+                            "InterleavedFull"), _rows(range(8), range(1000, 1008))),
+                          T("decode-2-after-6", "Two new tokens at 6, 7 after a cache of 6.", ("RoPE", "Causal",
+                            "KVCache", "InterleavedFull"), _rows((6, 7), (6, 7)), 6),
+                      )),)),
         GroupSpec(FORWARD, "alibi-causal", "Causal attention with ALiBi (slopes 2^-2 .. 2^-8).", (
             TestGroupSpec(_params("alibi"), (
                 T("prefill-8", "Both rows at positions 0..7.", ("ALiBi", "Causal", "GQA"), SQ8),
@@ -216,13 +259,19 @@ def _fresh_extra(draw, kind, causal):
         return dict(fire_hidden=FIRE_HIDDEN), lm, draw.integer(0, 600)
     if kind == "t5":  # bidirectional: distances below 10, clear of the bucket edges 16, 32, 64
         return dict(T5_BUCKETS), 1.0, draw.integer(0, 100) if causal else 0
-    return {}, 1.0, draw.integer(0, 4096) if kind in ("rope", "yarn") else 0
+    return {}, 1.0, draw.integer(0, 4096) if kind in ("rope", "yarn", "gqa", "interleaved") else 0
 
 
 def fresh_forward(draw) -> list:
-    kind = draw.choice(("rope", "yarn", "alibi", "none", "kerple", "fire", "t5"))
+    kind = draw.choice(("rope", "yarn", "alibi", "none", "kerple", "fire", "t5", "gqa", "interleaved"))
     causal = draw.choice((True, False))
     hkv = draw.choice((1, 2, 4))
+    shape = {}
+    if kind == "gqa":  # hq / hkv != hkv, head_dim 16, either pair layout (GQA_SHAPES)
+        hq, hkv = draw.choice(GQA_SHAPES)
+        shape = dict(hq=hq, head_dim=GQA_HEAD, rotary_dim=GQA_HEAD, layout=draw.choice(("half", "interleaved")))
+    elif kind == "interleaved":  # full-rotary interleaved pairs
+        shape = dict(layout="interleaved")
     s, P = draw.integer(1, 6), draw.integer(0, 4) if causal else 0
     extra, lm, offset = _fresh_extra(draw, kind, causal)
     start = P + offset
@@ -230,11 +279,11 @@ def fresh_forward(draw) -> list:
     if draw.choice((False, True)):
         pad = draw.integer(1, max(1, P + s - 1))
         mask = _rows([1] * (P + s), [0] * pad + [1] * (P + s - pad))
-    params = _params("rope" if kind == "yarn" else kind, causal, hkv, YARN_SCALING if kind == "yarn" else None,
-                     **extra)
+    encoding = "rope" if kind in ("yarn", "gqa", "interleaved") else kind
+    params = _params(encoding, causal, hkv, YARN_SCALING if kind == "yarn" else None, **shape, **extra)
     return [TestGroupSpec(params, (AttentionTest(
-        "drawn", f"Drawn at run time: {kind}, causal={causal}, {hkv} kv heads, {s} tokens at {start} after a "
-        f"cache of {P}, padding={mask is not None}{_describe(extra, lm)}.", (),
+        "drawn", f"Drawn at run time: {kind}, causal={causal}, {params['num_heads']} query heads over {hkv} kv "
+        f"heads, {s} tokens at {start} after a cache of {P}, padding={mask is not None}{_describe(extra, lm)}.", (),
         _rows(range(start, start + s), range(start, start + s)), P, mask, lm),))]
 
 
