@@ -1,9 +1,9 @@
-"""Conformance for multimodal RoPE (M-RoPE: Qwen2-VL, Qwen3-VL).
+"""Conformance for multimodal RoPE (M-RoPE: Qwen2-VL, Qwen3-VL, Qwen3.5, GLM-4V).
 
 Protocol ``mrope.apply`` (apply.py): ``fn(x, positions, spec) -> tensor like x`` with positions
 [3, batch, seq] (t, h, w) and ``spec`` an :class:`MropeSpec` (spec.py: mrope_section, variant).
 Graded per pair with RoPE's rotation budget at the pair's own stream position; diagnosis.py names
-the section mistakes. Protocol ``mrope.positions`` (positions.py): the position ids themselves
+the section, layout, rotary-dim and angle-precision mistakes. Protocol ``mrope.positions`` (positions.py): the position ids themselves
 (Qwen2-VL's get_rope_index for images), graded exactly.
 """
 

@@ -1,4 +1,6 @@
-"""M-RoPE golden vectors: protocol ``mrope.apply``.
+"""M-RoPE golden vectors: protocols ``mrope.apply`` (one group per model configuration of MODELS:
+Qwen2-VL, Qwen3-VL, GLM-4V with interleaved pairs over half its head, Qwen3.5 with a quarter of its
+head rotated) and ``mrope.positions`` (get_rope_index's rule).
 
 Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
 ``positions`` int64 [3, b, s] (t, h, w), ``expected`` [b, s, h, head_dim], every value correctly

@@ -67,6 +67,27 @@ def test_adjacent_image_blocks_are_what_transformers_refuses():
         positions(torch.tensor([[0, 1, 1, 1, 1, 0]]), grids, spec)
 
 
+@needs_transformers
+@pytest.mark.parametrize("seeds", [pytest.param(range(200), id="0-199"),
+                                   pytest.param(range(200, 1000), id="200-999", marks=pytest.mark.slow)])
+def test_transformers_get_rope_index_equals_the_rule_for_every_seed(seeds):
+    """The fresh row of every seed (0..199 by default, 200..999 under -m slow; the old generator
+    put two blocks side by side in 46 of seeds 0..199), called in-process on transformers'
+    get_rope_index: the same ids as reference.mrope.positions, and no call raises."""
+    import torch
+    from conformance.loader import load_target
+
+    from conformance.mrope.spec import spec_of
+
+    positions = load_target(f"{LIB}:positions")
+    spec = spec_of(MODELS["qwen2-vl"][0])
+    for seed in seeds:
+        (test,) = fresh_positions(Draw(seed, "mrope.positions"))[0].tests
+        types, grids = np.array(test.token_types), np.array(test.grids)
+        got = positions(torch.from_numpy(types), torch.from_numpy(grids), spec).numpy()
+        assert np.array_equal(got, rope_index(types, grids)), seed
+
+
 def test_every_model_configuration_is_drawn_every_run():
     """GLM-4V's interleaved pairs and the partial rotary of GLM-4V and Qwen3.5 are in every seed's
     fresh cases, not left to the seed."""
