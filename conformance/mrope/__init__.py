@@ -3,8 +3,9 @@
 Protocol ``mrope.apply`` (apply.py): ``fn(x, positions, spec) -> tensor like x`` with positions
 [3, batch, seq] (t, h, w) and ``spec`` an :class:`MropeSpec` (spec.py: mrope_section, variant).
 Graded per pair with RoPE's rotation budget at the pair's own stream position; diagnosis.py names
-the section, layout, rotary-dim and angle-precision mistakes. Protocol ``mrope.positions`` (positions.py): the position ids themselves
-(Qwen2-VL's get_rope_index for images), graded exactly.
+the section, layout, rotary-dim and angle-precision mistakes. Protocol ``mrope.positions``
+(positions.py): the position ids themselves (Qwen2-VL's get_rope_index for images), graded
+exactly; its diagnoses name text resuming at the token index, h and w exchanged, and 1-D ids.
 """
 
 from conformance.core.family import Family

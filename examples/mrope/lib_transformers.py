@@ -22,7 +22,8 @@ model's default). Image tokens are ``mm_token_type_ids`` 1. transformers 5.24 re
 after a block at start + max(h, w) (not max(t, h, w) + 1): the two agree for still images (t = 1),
 the only grids the protocol draws.
 
-Needs ``transformers`` (the ``test`` extra); the tests skip without it.
+Needs ``transformers`` 5 (the ``test`` extra; written against 5.24: the Qwen3.5 and GLM-4V classes
+and get_rope_index's ``mm_token_type_ids`` are not in 4.x); the tests skip without it.
 """
 
 from functools import lru_cache
