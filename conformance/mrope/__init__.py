@@ -1,10 +1,11 @@
-"""Conformance for multimodal RoPE (M-RoPE: Qwen2-VL, Qwen3-VL).
+"""Conformance for multimodal RoPE (M-RoPE: Qwen2-VL, Qwen3-VL, Qwen3.5, GLM-4V).
 
 Protocol ``mrope.apply`` (apply.py): ``fn(x, positions, spec) -> tensor like x`` with positions
 [3, batch, seq] (t, h, w) and ``spec`` an :class:`MropeSpec` (spec.py: mrope_section, variant).
 Graded per pair with RoPE's rotation budget at the pair's own stream position; diagnosis.py names
-the section mistakes. Protocol ``mrope.positions`` (positions.py): the position ids themselves
-(Qwen2-VL's get_rope_index for images), graded exactly.
+the section, layout, rotary-dim and angle-precision mistakes. Protocol ``mrope.positions``
+(positions.py): the position ids themselves (Qwen2-VL's get_rope_index for images), graded
+exactly; its diagnoses name text resuming at the token index, h and w exchanged, and 1-D ids.
 """
 
 from conformance.core.family import Family
@@ -20,6 +21,14 @@ FAMILY = Family(
         "variant-swapped": "Qwen2-VL's consecutive sections and Qwen3-VL's interleaved ones are swapped",
         "image-axes-swapped": "image tokens' h and w positions exchanged (row and column)",
         "positions-resume": "text after an image resumes at its token index, not at the image block's max + 1",
+        "positions-1d": "image tokens given 1-D positions: t = h = w for every token (get_rope_index never "
+                        "called, as Liger's M-RoPE path: every stream is the token index)",
+        "interleave-shifted": "Qwen3-VL's interleaved t, h, w slots one pair off (pair i reads the stream of "
+                              "pair i + 1, or the rotation starts one slot later)",
+        # Shared with RoPE, same meaning (here of M-RoPE's one ladder and its pairs).
+        "angle-precision": "angles, positions or frequencies kept in bfloat16 or float16",
+        "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
+        "rotary-dim-mismatch": "head_dim and rotary_dim confused (partial rotary)",
     },
     exports={"MropeSpec": "conformance.mrope.spec:MropeSpec"},
 )

@@ -65,6 +65,11 @@ class MropePositions(Protocol):
         if np.array_equal(out[:, ~text], ref[:, ~text]) and np.array_equal(out[:, text], np.stack([linear] * 3)[:, text]):
             return [Diagnosis("positions-resume", "text after an image resumes at its token index instead of at the "
                               "image block's max + 1")]
+        flat = (out[0] == out[1]) & (out[1] == out[2])  # t = h = w: a 1-D position
+        if np.all(flat[~text]) and not np.array_equal(out, ref):
+            how = ("every stream is the token index (get_rope_index never called)"
+                   if np.array_equal(out, np.stack([linear] * 3)) else "t = h = w on every image token")
+            return [Diagnosis("positions-1d", f"image tokens get 1-D positions: {how}")]
         return []
 
 

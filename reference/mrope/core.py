@@ -23,11 +23,14 @@ def streams(rotary_dim: int, mrope_section, variant: str = "qwen2") -> np.ndarra
         if sum(sec) != half:
             raise ValueError(f"mrope_section: qwen2 sections must add up to rotary_dim // 2 = {half}, got {sec}")
         return np.repeat(np.arange(3), sec)
-    if 3 * max(sec[1], sec[2]) > half or sum(sec) != half:
-        raise ValueError(f"mrope_section: qwen3 sections must add up to {half} with 3 * h, 3 * w <= {half}, got {sec}")
     out = np.zeros(half, dtype=np.int64)
     for stream, offset in ((1, 1), (2, 2)):
         out[offset:3 * sec[stream]:3] = stream
+    # h takes pairs 1, 4, ... below min(3 h, r/2), w pairs 2, 5, ...: each must get its count (h may
+    # reach pair 3 h - 2 = r/2 - 1, as Qwen3.5's [11, 11, 10] over 32 pairs does), t the rest.
+    if sum(sec) != half or np.bincount(out, minlength=3).tolist() != sec:
+        raise ValueError(f"mrope_section: qwen3 sections must add up to {half} with h pairs 1, 4, ... and w pairs "
+                         f"2, 5, ... below {half} (3 h - 2 < {half}, 3 w - 1 < {half}), got {sec}")
     return out
 
 

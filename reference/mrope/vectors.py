@@ -1,4 +1,6 @@
-"""M-RoPE golden vectors: protocol ``mrope.apply``.
+"""M-RoPE golden vectors: protocols ``mrope.apply`` (one group per model configuration of MODELS:
+Qwen2-VL, Qwen3-VL, GLM-4V with interleaved pairs over half its head, Qwen3.5 with a quarter of its
+head rotated) and ``mrope.positions`` (get_rope_index's rule).
 
 Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
 ``positions`` int64 [3, b, s] (t, h, w), ``expected`` [b, s, h, head_dim], every value correctly
@@ -20,6 +22,9 @@ PROTOCOL = "mrope.apply"
 POSITIONS = "mrope.positions"
 QWEN2_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen2_vl/modeling_qwen2_vl.py"
 QWEN3_VL = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_vl/modeling_qwen3_vl.py"
+GLM4V = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/glm4v/modeling_glm4v.py"
+QWEN3_5 = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_5/modeling_qwen3_5.py"
+VLLM_MROPE = "https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/rotary_embedding/mrope.py"
 
 NOTES = {
     "Qwen2VL": {"bugType": "BASIC", "description": "Qwen2-VL: head 128, rope_theta 1e6, mrope_section [16, 24, 24] "
@@ -27,6 +32,16 @@ NOTES = {
     "Qwen3VL": {"bugType": "BASIC", "description": "Qwen3-VL: head 128, rope_theta 5e6, mrope_section [24, 20, 20] "
                 "interleaved (pair i reads h for i % 3 == 1, w for i % 3 == 2, t otherwise, within the "
                 "sections), rotate_half.", "links": [QWEN3_VL]},
+    "Glm4V": {"bugType": "EDGE_CASE", "description": "GLM-4V (GLM-4.1V-9B): head 128, partial_rotary_factor 0.5 "
+              "(rotary_dim 64, dims 64-127 pass through), mrope_section [8, 12, 12] sliced consecutively as "
+              "Qwen2-VL's, rope_theta 1e4, and interleaved pairs (2i, 2i + 1) (rotate_half_llm). A kernel "
+              "hard-coded to NEOX pairs (j, j + r/2) (vLLM's Triton M-RoPE kernel) or one that rotates the "
+              "whole head fails.", "links": [GLM4V, VLLM_MROPE]},
+    "Qwen35": {"bugType": "EDGE_CASE", "description": "Qwen3.5 / Qwen3-Next text: head 256, partial_rotary_factor "
+               "0.25 (rotary_dim 64, dims 64-255 pass through), mrope_section [11, 11, 10] interleaved as "
+               "Qwen3-VL's (h reaches pair 31, the last), rope_theta 1e7, rotate_half over the 64 rotated dims. "
+               "Code that ignores partial_rotary_factor (MaxText) rotates the whole head and fails.",
+               "links": [QWEN3_5]},
     "TextOnly": {"bugType": "BASIC", "description": "Text tokens: t = h = w, where M-RoPE is 1-D RoPE.",
                  "links": [QWEN2_VL]},
     "ImageBlock": {"bugType": "FUNCTIONALITY", "description": "Text, then an image block whose tokens have "
@@ -55,9 +70,21 @@ class MropeTest(TestSpec):
     heads: int = 2
 
 
-def mrope_params(section, variant, base) -> dict:
-    return {"head_dim": 128, "rotary_dim": 128, "base": float(base), "layout": "half",
+def mrope_params(section, variant, base, head_dim=128, rotary_dim=128, layout="half") -> dict:
+    return {"head_dim": int(head_dim), "rotary_dim": int(rotary_dim), "base": float(base), "layout": layout,
             "mrope_section": list(section), "variant": variant}
+
+
+# The models' M-RoPE configurations: name -> (params, flag, source). Qwen2-VL and Qwen3-VL rotate
+# the whole head in the half layout; GLM-4V pairs (2i, 2i + 1) over half the head; Qwen3.5 rotates
+# a quarter of its 256-wide head (issue 23: the kernels that hard-coded NEOX pairs or ignored
+# partial_rotary_factor passed every Qwen case).
+MODELS = {
+    "qwen2-vl": (mrope_params([16, 24, 24], "qwen2", 1e6), "Qwen2VL", QWEN2_VL),
+    "qwen3-vl": (mrope_params([24, 20, 20], "qwen3", 5e6), "Qwen3VL", QWEN3_VL),
+    "glm-4v": (mrope_params([8, 12, 12], "qwen2", 1e4, rotary_dim=64, layout="interleaved"), "Glm4V", GLM4V),
+    "qwen3.5": (mrope_params([11, 11, 10], "qwen3", 1e7, head_dim=256, rotary_dim=64), "Qwen35", QWEN3_5),
+}
 
 
 def image_block(text_before=3, rows=2, cols=3, text_after=2):
@@ -81,9 +108,10 @@ def _t(name, comment, flags, streams3):
     return MropeTest(name, comment, tuple(flags), tuple(streams3))
 
 
-def _group(name, section, variant, base, flag, source):
+def _group(name):
+    params, flag, source = MODELS[name]
     text = tuple(tuple(range(8)) for _ in range(1))
-    return GroupSpec(PROTOCOL, name, NOTES[flag]["description"], (TestGroupSpec(mrope_params(section, variant, base), (
+    return GroupSpec(PROTOCOL, name, NOTES[flag]["description"], (TestGroupSpec(params, (
         _t("text-8", "Eight text tokens at 0..7 (t = h = w).", (flag, "TextOnly"), (text, text, text)),
         _t("image-2x3", "3 text tokens, a 2 x 3 image block at t = 3, h = 3..4, w = 3..5, then text at 6, 7.",
            (flag, "ImageBlock"), image_block()),
@@ -93,18 +121,20 @@ def _group(name, section, variant, base, flag, source):
 
 
 def groups() -> list[GroupSpec]:
-    return [_group("qwen2-vl", [16, 24, 24], "qwen2", 1e6, "Qwen2VL", QWEN2_VL),
-            _group("qwen3-vl", [24, 20, 20], "qwen3", 5e6, "Qwen3VL", QWEN3_VL)] + positions_groups()
+    return [_group(name) for name in MODELS] + positions_groups()
 
 
-def _drawn_case(draw) -> list:
-    variant = draw.choice(("qwen2", "qwen3"))
-    section = [16, 24, 24] if variant == "qwen2" else [24, 20, 20]
-    start = draw.integer(0, 20000)
-    t, h, w = image_block(draw.integer(0, 4), draw.integer(1, 3), draw.integer(1, 3), draw.integer(0, 3))
-    shift = tuple(tuple(tuple(v + start for v in row) for row in s) for s in (t, h, w))
-    return [TestGroupSpec(mrope_params(section, variant, draw.choice((1e6, 5e6))), (
-        _t("drawn", f"Drawn at run time: an image block after {start} positions.", (), shift),))]
+def _drawn_cases(draw) -> list:
+    """One drawn case per model configuration (MODELS, every seed: the layouts and partial rotary
+    of GLM-4V and Qwen3.5 are never left to the seed), named after the model, at its own base."""
+    out = []
+    for name, (params, _, source) in MODELS.items():
+        start = draw.integer(0, 20000)
+        t, h, w = image_block(draw.integer(0, 4), draw.integer(1, 3), draw.integer(1, 3), draw.integer(0, 3))
+        shift = tuple(tuple(tuple(v + start for v in row) for row in s) for s in (t, h, w))
+        out.append(TestGroupSpec(params, (_t(f"drawn-{name}", f"Drawn at run time ({name}'s configuration): an "
+                                             f"image block after {start} positions.", (), shift),), source))
+    return out
 
 
 # The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
@@ -189,7 +219,7 @@ def _token_heads(tg) -> int:
 def fresh_groups(draw, shapes="sample") -> list:
     """mrope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
     is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_case(draw)
+    groups = _drawn_cases(draw)
     return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
 
 
@@ -216,14 +246,19 @@ def positions_groups() -> list[GroupSpec]:
 
 
 def fresh_positions(draw) -> list:
-    """One row drawn at run time: text and one to three image blocks of random grids."""
+    """One row drawn at run time as Qwen2-VL's processor lays it out: text, then one to three
+    images, each wrapped in <|vision_start|> ... <|vision_end|> (two text tokens) with zero to
+    three more text tokens after it. Two image blocks are therefore never adjacent (at least the
+    end and start markers lie between): such a row is not what the model's tokenizer produces,
+    and transformers' get_rope_index, which groups consecutive image tokens into one block,
+    raises on it."""
     types, grids = [0] * draw.integer(0, 3), []
     for _ in range(draw.integer(1, 3)):
         grid = (1, draw.integer(1, 4), draw.integer(1, 4))
         grids.append(grid)
-        types += [1] * (grid[1] * grid[2]) + [0] * draw.integer(0, 3)
-    test = IndexTest("drawn", f"Drawn at run time: {len(grids)} image block(s) {grids} among text.", (),
-                     (tuple(types),), tuple(grids))
+        types += [0] + [1] * (grid[1] * grid[2]) + [0] + [0] * draw.integer(0, 3)  # start, image, end, text
+    test = IndexTest("drawn", f"Drawn at run time: {len(grids)} image block(s) {grids}, each between vision "
+                     "start and end tokens, among text.", (), (tuple(types),), tuple(grids))
     return [TestGroupSpec(positions_groups()[0].test_groups[0].params, (test,))]
 
 

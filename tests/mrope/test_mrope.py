@@ -25,15 +25,25 @@ def test_section_rules():
     assert q3[:6].tolist() == [0, 1, 2, 0, 1, 2] and q3[60:].tolist() == [0, 0, 0, 0]
     with pytest.raises(ValueError, match="add up to"):
         mrope.streams(128, [16, 24, 20])
+    # Qwen3.5: [11, 11, 10] over 32 pairs, h reaching the last pair (3 h - 2 = 31)
+    q35 = mrope.streams(64, [11, 11, 10], "qwen3")
+    assert q35[-2:].tolist() == [0, 1] and np.bincount(q35).tolist() == [11, 11, 10]
+    with pytest.raises(ValueError, match="h pairs"):
+        mrope.streams(64, [10, 12, 10], "qwen3")  # h would need pair 34
 
 
-@pytest.mark.parametrize("section, variant", [([2, 3, 3], "qwen2"), ([4, 2, 2], "qwen3")])
-def test_golden_is_correctly_rounded(section, variant):
+@pytest.mark.parametrize("section, variant, rotary_dim, layout", [
+    ([2, 3, 3], "qwen2", 16, "half"), ([4, 2, 2], "qwen3", 16, "half"),
+    ([1, 2, 2], "qwen2", 10, "interleaved"),  # GLM-4V's shape: interleaved pairs over part of the head
+    ([3, 3, 2], "qwen3", 16, "half"),  # Qwen3.5's shape: h on the last pair
+])
+def test_golden_is_correctly_rounded(section, variant, rotary_dim, layout):
     x = np.random.default_rng(2).standard_normal((1, 11, 1, 16))
     t, h, w = image_block()
     pos = np.array([t, h, w]) + 1000
-    out = mrope.apply(x, pos, mrope_section=section, variant=variant, mode="golden")
-    exact = oracle.apply_exact(x, pos, 16, 1e4, "half", section, variant)
+    out = mrope.apply(x, pos, mrope_section=section, variant=variant, rotary_dim=rotary_dim, layout=layout,
+                      mode="golden")
+    exact = oracle.apply_exact(x, pos, rotary_dim, 1e4, layout, section, variant)
     assert [nearest_double(e) for e in exact.reshape(-1)] == out.reshape(-1).tolist()
 
 
