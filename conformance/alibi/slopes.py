@@ -11,7 +11,7 @@ code that rounds r (or 2^(8/P), MLX) to float32 and raises it to K_h with ``pow`
 BLOOM ``_get_alibi_slopes``, MLX ``ALiBi.create_alibi_slope``) carries K_h times r's relative
 rounding into the slope. A float32 exponent 8k/P instead (2^(-8k/P)) errs by ln 2 * 8k/P * u <=
 5.6 u, inside the same term. u_a is float32's unit roundoff in ``standard`` and float64's in
-``strict`` (as for angles), plus a subnormal floor. Calibration in docs/tolerance.md (section 18).
+``strict`` (as for angles), plus a subnormal floor. Calibration in docs/tolerance.md, its ALiBi section.
 """
 
 from __future__ import annotations

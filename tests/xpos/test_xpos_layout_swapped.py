@@ -45,7 +45,8 @@ def test_fixed_interleaved_layout_is_named_on_half_cases():
     assert "interleaved" in bad[0].diagnoses[0].message
 
 
-@pytest.mark.parametrize("name, code", [("same_direction.py", "scale-direction"), ("wrong_gamma.py", "scale-parameters"),
+@pytest.mark.parametrize("name, code", [("same_direction.py", "scale-direction"),
+                                        ("wrong_gamma.py", "scale-parameters"),
                                         ("uncentred.py", "centring-missing")])
 def test_other_mistakes_keep_their_codes(name, code):
     report = run_conformance(f"{EXAMPLES / 'buggy' / name}:apply", "xpos.apply", fresh=False, identities=False,
