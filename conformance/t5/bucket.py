@@ -57,6 +57,9 @@ def unclamped(r, spec) -> np.ndarray:
 def clamp_missing(r, out, spec) -> bool:
     """True when the buckets are right below max_distance and, past it, over the direction's last
     bucket as the unclamped formula gives them (within one, for a float log at an edge)."""
+    buckets = spec.num_buckets // 2 if spec.bidirectional else spec.num_buckets
+    if buckets // 2 < 1 or spec.max_distance <= buckets // 2:
+        return False  # no log buckets: nothing to clamp
     n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
     far = n >= spec.max_distance
     ref, free = reference(r, spec), unclamped(r, spec)
