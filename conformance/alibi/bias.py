@@ -3,16 +3,19 @@
 q_positions, k_positions int64 [sq], [sk]. Graded up to a per-row constant (softmax over the keys
 ignores it): per head and query row, the median of output - reference over the graded entries is
 taken out first. Causal cases grade the entries with key position <= query position only (the
-rest is masked by the caller). Budget per entry: 4 roundings of the output's table roundoff times
-(|reference| + |row constant| + the row's largest |reference|), plus a subnormal floor: the fitted
-constant is a median of errors, so it may carry the rounding of the row's largest entry (a float32
-slope times the longest distance) to every entry, the diagonal included. Dtype-free.
+rest is masked by the caller). Budget per entry: (4 u_tab + K_h u_a) times (|reference| + |row
+constant| + the row's largest |reference|), plus a subnormal floor: 4 roundings of the output's
+table roundoff, and the relative error a slope computed as pow(r, K_h) carries
+(slopes.ladder_powers; transformers' BLOOM ``build_alibi_tensor``); the fitted constant is a
+median of errors, so it may carry the rounding of the row's largest entry (a float32 slope times
+the longest distance) to every entry, the diagonal included. Dtype-free.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from conformance.alibi.slopes import ladder_powers
 from conformance.alibi.spec import spec_of
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
@@ -66,9 +69,10 @@ class AlibiBias(Protocol):
         err = np.where(mask[None], np.abs(diff - c), 0.0)
         graded.max_abs_error = finite_max(err)
         for profile in tolerance.PROFILES:
-            u = tolerance.table_roundoff(dtype, profile)
+            rel = (4 * tolerance.table_roundoff(dtype, profile)
+                   + ladder_powers(spec.num_heads) * tolerance.angle_roundoff(profile))
             row_max = np.max(np.where(mask[None], np.abs(ref), 0.0), axis=-1, keepdims=True)
-            budget = 4 * u * (np.abs(ref) + np.abs(c) + row_max) + tolerance.SMALLEST_SUBNORMAL[dtype]
+            budget = rel[:, None, None] * (np.abs(ref) + np.abs(c) + row_max) + tolerance.SMALLEST_SUBNORMAL[dtype]
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = argmax_index(r)

@@ -1,8 +1,17 @@
 """Protocol ``alibi.slopes``: ``fn(spec) -> slopes [num_heads]``, dtype-free.
 
-Graded per head against the correctly rounded slopes, with a budget of 8 roundings of the output's
-table roundoff relative to the slope (a power and a product or two in the implementation's
-arithmetic) plus a subnormal floor.
+Graded per head against the correctly rounded slopes. Budget of head h, relative to its slope:
+
+    8 u_tab  +  K_h u_a
+
+8 roundings of the output's table roundoff (a power and a product or two in the implementation's
+arithmetic), plus the error a rounded ratio takes to the power K_h: slope h is r**K_h on its
+ladder (r = 2^(-8/P), P the power of two whose ladder it is on; see ``ladder_powers``), and
+code that rounds r (or 2^(8/P), MLX) to float32 and raises it to K_h with ``pow`` (transformers'
+BLOOM ``_get_alibi_slopes``, MLX ``ALiBi.create_alibi_slope``) carries K_h times r's relative
+rounding into the slope. A float32 exponent 8k/P instead (2^(-8k/P)) errs by ln 2 * 8k/P * u <=
+5.6 u, inside the same term. u_a is float32's unit roundoff in ``standard`` and float64's in
+``strict`` (as for angles), plus a subnormal floor. Calibration in docs/tolerance.md, its ALiBi section.
 """
 
 from __future__ import annotations
@@ -15,6 +24,24 @@ from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, over_budget
 from conformance.results import Diagnosis
 from reference import alibi
+
+
+def ladder_powers(n: int) -> np.ndarray:
+    """int64 [n]: K_h, the power of its ladder's ratio that slope h is (fairseq's rule).
+
+    n a power of two: slope h = r**(h + 1), r = 2^(-8/n). Otherwise, with c the power of two
+    below n: the first c slopes are r_c**(h + 1); the rest are every other slope of 2c heads,
+    r_2c**(2j + 1) for j = 0 .. n - c - 1.
+    """
+    if n & (n - 1) == 0:
+        return np.arange(1, n + 1, dtype=np.int64)
+    c = 1 << (n.bit_length() - 1)
+    return np.concatenate([np.arange(1, c + 1), 2 * np.arange(n - c) + 1]).astype(np.int64)
+
+
+def relative_budget(n: int, dtype: str, profile: str) -> np.ndarray:
+    """float64 [n]: 8 u_tab + K_h u_a, the budget of slope h relative to |slope|."""
+    return 8 * tolerance.table_roundoff(dtype, profile) + ladder_powers(n) * tolerance.angle_roundoff(profile)
 
 
 class AlibiSlopes(Protocol):
@@ -40,7 +67,7 @@ class AlibiSlopes(Protocol):
         err = abs_error(out, ref)
         graded.max_abs_error = finite_max(err)
         for profile in tolerance.PROFILES:
-            budget = 8 * tolerance.table_roundoff(dtype, profile) * np.abs(ref) + tolerance.SMALLEST_SUBNORMAL[dtype]
+            budget = relative_budget(spec.num_heads, dtype, profile) * np.abs(ref) + tolerance.SMALLEST_SUBNORMAL[dtype]
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = argmax_index(r)

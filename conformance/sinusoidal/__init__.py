@@ -15,6 +15,9 @@ FAMILY = Family(
     codes={
         "variant-swapped": "the other sin/cos layout: interleaved (sin, cos, sin, cos, ...) where the "
                            "case is [sin | cos] halves, or the reverse",
+        "block-order": "the right sin and cos columns in another block order: [cos | sin], or a 2-D table's "
+                       "[sin(x) | sin(y) | cos(x) | cos(y)] (timm's build_sincos2d_pos_embed) where the case is "
+                       "[sin(x) | cos(x) | sin(y) | cos(y)] (MAE)",
         # Shared with RoPE, same meaning (here of the table's frequencies w_i = base**(-e_i)).
         "wrong-base": "theta_i computed with another base",
         "frequency-exponent": "the exponent of theta_i is wrong (base**(-i/d), 1-based index, ...)",

@@ -1,13 +1,18 @@
 """Error budgets of sinusoidal tables (derived in docs/tolerance.md, section 10).
 
 Each value is sin(phi) or cos(phi) with phi = p w_i, w_i = base**(-e_i). An implementation
-computes w_i (a power or an exp of a product: relative error u (ln(base) e_i + FREQ_ROUNDINGS)),
-the product p w_i (u, and u for the position converted to floating point), then sin or cos
-(1 ulp) and rounds the result to the returned dtype T:
+computes w_i (a power or an exp of a product), the product p w_i (u, and u for the position
+converted to floating point), then sin or cos (1 ulp) and rounds the result to the returned
+dtype T:
 
     budget = C_ROUND * u_tab  +  eps_angle_i * |phi|  +  C_ROUND * tiny_T
 
-with eps_angle_i = u_a (ln(base) e_i + ANGLE_ROUNDINGS); u_a is float32's unit roundoff in the
+with eps_angle_i = u_a (EXPONENT_ROUNDINGS ln(base) e_i + ANGLE_ROUNDINGS). The exponent
+x = -ln(base) e_i may be rounded up to three times before exp(x) turns its absolute error
+|x| u into a relative error of w_i: diffusers' ``get_timestep_embedding`` computes
+exp(fl(fl(fl(-ln base) * i) / h)) in float32 (ln(base) rounded to float32, the product, the
+division), fairseq and tensor2tensor the same with a multiplication. u_a is float32's unit
+roundoff in the
 ``standard`` profile (float32 angles are what most code computes) and float64's in ``strict``;
 u_tab is conformance.core.tolerance's table_roundoff. A zero pad column (odd d_model,
 concatenated) has budget tiny_T: it must be 0.
@@ -23,6 +28,7 @@ from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table
 
 C_ROUND = 2.0  # sin / cos (1 ulp) and the rounding to T
 ANGLE_ROUNDINGS = 5.0  # power (2), the product (1), the position converted (1), one more (log / exp)
+EXPONENT_ROUNDINGS = 3.0  # ln(base) rounded, times i, divided by h: each rounding is u |x| in w_i
 
 
 def columns(spec):
@@ -51,6 +57,6 @@ def table_budget(positions, spec, dtype: str, profile: str) -> np.ndarray:
     """Budget of each value, float64 [n, d_model]."""
     _, e, kind = columns(spec)
     phi = angles(positions, spec)
-    eps = angle_roundoff(profile) * (abs(math.log(spec.base)) * e + ANGLE_ROUNDINGS)
+    eps = angle_roundoff(profile) * (EXPONENT_ROUNDINGS * abs(math.log(spec.base)) * e + ANGLE_ROUNDINGS)
     budget = C_ROUND * table_roundoff(dtype, profile) + eps * phi + C_ROUND * SMALLEST_SUBNORMAL[dtype]
     return np.where(kind == 2, SMALLEST_SUBNORMAL[dtype], budget)

@@ -3,6 +3,10 @@
 Mutants (each a whole table at the case's positions, built with reference.sinusoidal):
 
     variant-swapped      the other layout (interleaved <-> concatenated), same frequencies
+    block-order          the same sin and cos columns in another block order: [cos | sin] (diffusers'
+                         flip_sin_to_cos), (cos, sin) pairs, or for a 2-D table
+                         [sin(c0) | sin(c1) | cos(c0) | cos(c1)] (timm's build_sincos2d_pos_embed
+                         default) or [cos | sin] per coordinate
     frequency-exponent   the other rule (2i/d <-> 2i/(d-2)): the exponent's denominator off by 2
     wrong-base           base 1e3, 1e5, 5e5 or 1e6 instead of the case's
     position-offset      positions shifted by +-1 or +-2 (fairseq's padding_idx + 1 = 2)
@@ -47,6 +51,50 @@ def low_precision_angles(positions, spec, dtype: str) -> np.ndarray:
     return np.where(kind == 2, 0.0, out)
 
 
+def cos_first(tab, d: int, layout: str) -> np.ndarray:
+    """A 1-D table [..., d] with each sine column traded with its cosine: [cos | sin] halves, or
+    (cos, sin) pairs (an odd interleaved d keeps its last sine; a pad column stays)."""
+    out = tab.copy()
+    if layout == "interleaved":
+        m = 2 * (d // 2)
+        out[..., 0:m:2], out[..., 1:m:2] = tab[..., 1:m:2], tab[..., 0:m:2]
+    else:
+        h = d // 2
+        out[..., :h], out[..., h:2 * h] = tab[..., h:2 * h], tab[..., :h]
+    return out
+
+
+def sin_blocks_first(tab, d: int) -> np.ndarray:
+    """A 2-D [sin(c0) | cos(c0) | sin(c1) | cos(c1)] table [..., d] rearranged as
+    [sin(c0) | sin(c1) | cos(c0) | cos(c1)] (timm's stack([sin, cos], dim=1) over [coord, band])."""
+    q = d // 4
+    blocks = [tab[..., k * q:(k + 1) * q] for k in range(4)]
+    return np.concatenate([blocks[0], blocks[2], blocks[1], blocks[3]], axis=-1)
+
+
+def block_orders(positions, spec) -> list:
+    """(message, builder) of each other order of the same sin and cos columns."""
+    d = spec.d_model
+    if spec.dims == 1:
+        what = "(cos, sin) pairs" if spec.layout == "interleaved" else "[cos | sin] halves"
+        return [(f"{what} where the case is {spec.layout} with the sine first",
+                 lambda: cos_first(reference_table(positions, spec), d, spec.layout))]
+    half = d // 2
+
+    def per_coordinate():
+        tab = reference_table(positions, spec)
+        return np.concatenate([cos_first(tab[..., :half], half, spec.layout),
+                               cos_first(tab[..., half:], half, spec.layout)], axis=-1)
+
+    found = [("each coordinate's table with the cosine first where the case has the sine first",
+              per_coordinate)]
+    if spec.layout == "concatenated" and d % 4 == 0:
+        found.insert(0, ("the blocks ordered [sin(c0) | sin(c1) | cos(c0) | cos(c1)] (timm's "
+                         "build_sincos2d_pos_embed default) where the case is [sin(c0) | cos(c0) | "
+                         "sin(c1) | cos(c1)] (MAE)", lambda: sin_blocks_first(reference_table(positions, spec), d)))
+    return found
+
+
 def mutants(positions, spec) -> list:
     other_layout = "concatenated" if spec.layout == "interleaved" else "interleaved"
     other_rule = "2i/(d-2)" if spec.exponent == "2i/d" else "2i/d"
@@ -58,6 +106,8 @@ def mutants(positions, spec) -> list:
         found.append(Mutant(code, message, lambda: reference_table(np.asarray(positions) + shift, new)))
 
     add("variant-swapped", f"the {other_layout} layout where the case is {spec.layout}", layout=other_layout)
+    for message, build in block_orders(positions, spec):
+        found.append(Mutant("block-order", message, build))
     if spec.d_model // (2 * spec.dims) >= 2:
         add("frequency-exponent", f"frequencies base**(-{other_rule}) where the case uses "
             f"base**(-{spec.exponent}): the exponent's denominator is off by 2", exponent=other_rule)

@@ -17,7 +17,9 @@ class SinusoidalSpec:
     base      10000 in every released model
     dims      1, or 2 for a 2-D table (MAE): positions [n, 2]; the first d_model/2 columns are the
               1-D table of width d_model/2 of coordinate 0, the rest that of coordinate 1
-    Odd d_model (1-D): interleaved ends with a sine column; concatenated appends a zero column.
+    Odd d_model (1-D): interleaved ends with a sine column (ceil(d/2) frequencies, e_i = 2i/d);
+    concatenated has h = floor(d/2) frequencies and appends a zero column, its 2i/d rule being
+    i/h as zero-padded code computes it (diffusers get_timestep_embedding).
     """
 
     d_model: int

@@ -12,6 +12,8 @@ FAMILY = Family(
         "bucket-direction": "the relative position taken as query minus key (the directions swapped)",
         "bucket-causal-flag": "bidirectional and causal bucketing swapped",
         "bucket-not-halved": "num_buckets not halved for bidirectional bucketing",
+        "bucket-clamp-missing": "no clamp to the last bucket: distances past max_distance get buckets past the "
+                                "direction's last one (candle)",
         "bucket-log-precision": "the log position computed in a low precision: buckets off by one away from the edges",
     },
     exports={"T5Spec": "conformance.t5.spec:T5Spec"},

@@ -40,6 +40,35 @@ def low_precision(r, spec):
     return (out + torch.where(n < max_exact, n, large)).numpy()
 
 
+def unclamped(r, spec) -> np.ndarray:
+    """HF's formula without the clamp to the direction's last bucket (float64 log): past
+    max_distance the log buckets keep counting up (candle's missing ``min(num_buckets - 1)``)."""
+    buckets = spec.num_buckets // 2 if spec.bidirectional else spec.num_buckets
+    r = np.asarray(r, dtype=np.int64)
+    n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
+    max_exact = buckets // 2
+    with np.errstate(divide="ignore"):
+        x = np.log(np.maximum(n, 1) / max_exact) / np.log(spec.max_distance / max_exact) * (buckets - max_exact)
+    large = max_exact + np.floor(x).astype(np.int64)
+    out = (r > 0).astype(np.int64) * buckets if spec.bidirectional else np.zeros_like(r)
+    return out + np.where(n < max_exact, n, large)
+
+
+def clamp_missing(r, out, spec) -> bool:
+    """True when the buckets are right below max_distance and, past it, over the direction's last
+    bucket as the unclamped formula gives them (within one, for a float log at an edge)."""
+    buckets = spec.num_buckets // 2 if spec.bidirectional else spec.num_buckets
+    if buckets // 2 < 1 or spec.max_distance <= buckets // 2:
+        return False  # no log buckets: nothing to clamp
+    n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
+    far = n >= spec.max_distance
+    ref, free = reference(r, spec), unclamped(r, spec)
+    near = out[~far] - ref[~far]
+    if not np.all((near == 0) | (near == -1)):  # right, or the bucket below at an edge
+        return False
+    return bool(np.any(out[far] > ref[far])) and bool(np.all(np.abs(out[far] - free[far]) <= 1))
+
+
 class T5Bucket(Protocol):
     name = "t5.bucket"
     family = "t5"
@@ -97,6 +126,10 @@ class T5Bucket(Protocol):
         for code, message, model in candidates:
             if np.array_equal(out, model()):
                 return [Diagnosis(code, message)]
+        if clamp_missing(r.astype(np.int64), out.astype(np.int64), spec):
+            last = spec.num_buckets // 2 if spec.bidirectional else spec.num_buckets
+            return [Diagnosis("bucket-clamp-missing", f"no clamp to the last bucket: distances >= "
+                              f"{spec.max_distance} get buckets past {last - 1}, the direction's last")]
         return []
 
 

@@ -17,6 +17,8 @@ FAMILY = Family(
     codes={
         "scale-direction": "the key is scaled like the query (zeta^(+(n - c)/B)) instead of inversely",
         "scale-parameters": "gamma or the scale base differ from the case's",
+        # Shared with RoPE, same meaning.
+        "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "centring-missing": "the scale exponent is not centred, and zeta^(-m/B) overflows the dtype",
     },
     exports={"XposSpec": "conformance.xpos.spec:XposSpec"},

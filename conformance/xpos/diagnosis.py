@@ -1,14 +1,17 @@
 """Why an xpos.apply output fails: an overflow from a missing centring, rows past batch row 0 left
-as given (a fused kernel launched over one row at a batched decode step), the key scaled the wrong
-way, or other gamma / scale base (fitted from the query's scales)."""
+as given (a fused kernel launched over one row at a batched decode step), pairs of the other
+layout (at their own fitted centring), the key scaled the wrong way, or other gamma / scale base
+(fitted from the query's scales)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from conformance.core.tensors import torch_dtype
 from conformance.results import Diagnosis
-from conformance.xpos.apply import pair_norms, reference
+from conformance.xpos.apply import fit_centre, pair_norms, reference
 from reference import xpos
 
 TOL = 1e-2
@@ -22,6 +25,22 @@ def _log_scales(x_out, x_in, spec):
     """log(|out pair| / |in pair|) [b, s, h, r/2]: the scale applied (rotations keep norms)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(pair_norms(x_out, spec) / pair_norms(x_in, spec))
+
+
+def layout_swapped(q, k, qo, ko, pos, spec) -> list:
+    """[Diagnosis] when the outputs are the other layout's xPos (its own centring fitted, since
+    any common c is correct) far better than the case's own at the centring found."""
+    if spec.rotary_dim < 4:
+        return []  # one pair: both layouts pair the same two features
+    other = dataclasses.replace(spec, layout="half" if spec.layout == "interleaved" else "interleaved")
+    own_c, other_c = fit_centre(q, k, qo, ko, pos, spec) or 0.0, fit_centre(q, k, qo, ko, pos, other) or 0.0
+    own = max(_rel(a, b) for a, b in zip((qo, ko), reference(q, k, pos, spec, own_c)))
+    miss = max(_rel(a, b) for a, b in zip((qo, ko), reference(q, k, pos, other, other_c)))
+    if miss <= TOL and miss < 0.1 * own:
+        pairs = "(j, j + r/2)" if other.layout == "half" else "(2i, 2i + 1)"
+        return [Diagnosis("layout-swapped", f"pairs follow the {other.layout} layout {pairs}, not the case's "
+                          f"{spec.layout} layout (centring c = {other_c:g} for them)")]
+    return []
 
 
 def diagnose(spec, prepared, graded, dtype) -> list:
@@ -44,6 +63,9 @@ def diagnose(spec, prepared, graded, dtype) -> list:
     if q.shape[0] > 1 and max(_rel(qo[1:], q[1:]), _rel(ko[1:], k[1:])) <= 1e-3 < _rel(qo[:1], q[:1]):
         return [Diagnosis("batch-row-zero-only", f"only batch row 0 is rotated and scaled: rows 1.. of q and k "
                           f"come back as given (batch of {q.shape[0]} rows)")]
+    swapped = layout_swapped(q, k, qo, ko, pos, spec)
+    if swapped:
+        return swapped
     lnz = np.log(xpos.zeta(spec.rotary_dim, spec.gamma))
     aq = _log_scales(qo, q, spec)
     ok = np.abs(lnz) >= 0.05

@@ -15,7 +15,10 @@ import torch
 def _one_dim(pos, d, spec, angle_dtype):
     n = (d + 1) // 2 if spec.layout == "interleaved" else d // 2
     i = torch.arange(n, dtype=torch.float64)
-    e = 2 * i / d if spec.exponent == "2i/d" else i / (d // 2 - 1)
+    if spec.exponent == "2i/(d-2)":
+        e = i / (d // 2 - 1)
+    else:  # 2i/d; [sin | cos] halves of an odd d use their own n = floor(d/2): i / n
+        e = i / n if spec.layout == "concatenated" else 2 * i / d
     w = (spec.base ** -e).to(angle_dtype)
     phi = (pos.to(angle_dtype)[:, None] * w[None, :]).float()
     out = torch.zeros(pos.shape[0], d, dtype=torch.float32)

@@ -9,7 +9,8 @@ import math
 import torch
 
 
-def bucket(relative_positions, spec, log_dtype=torch.float32, sign=1, bidirectional=None, num_buckets=None):
+def bucket(relative_positions, spec, log_dtype=torch.float32, sign=1, bidirectional=None, num_buckets=None,
+           clamp=True):
     r = sign * relative_positions
     bidirectional = spec.bidirectional if bidirectional is None else bidirectional
     num_buckets = spec.num_buckets if num_buckets is None else num_buckets
@@ -25,5 +26,6 @@ def bucket(relative_positions, spec, log_dtype=torch.float32, sign=1, bidirectio
     large = max_exact + (
         torch.log(r.to(log_dtype) / max_exact) / math.log(spec.max_distance / max_exact) * (num_buckets - max_exact)
     ).to(torch.long)
-    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    if clamp:  # distances past max_distance share the last bucket
+        large = torch.min(large, torch.full_like(large, num_buckets - 1))
     return out + torch.where(is_small, r, large)

@@ -7,6 +7,11 @@ exact fraction, and ``table(d, layout, exponent, base)`` turns them into a
 - ``2i/d`` (Vaswani et al. 2017, sec. 3.5: PE(pos, 2i) = sin(pos / 10000**(2i / d_model));
   Transformer-XL ``inv_freq = 1 / 10000**(arange(0, d, 2) / d)``; MAE
   ``omega = 1 / 10000**(arange(D / 2) / (D / 2))``): e_i = 2i / d.
+  Odd d: an interleaved table keeps 2i / d over its ceil(d / 2) frequencies (the paper's
+  ``pe[:, 0::2]`` code: ``arange(0, d, 2) / d``); a concatenated one has h = floor(d / 2)
+  frequencies and a zero pad column, and its exponent is i / h, as zero-padded code computes it
+  (diffusers ``get_timestep_embedding`` with downscale_freq_shift 0: ``arange(h) / h``). Both are
+  2i / d for an even d.
 - ``2i/(d-2)`` (tensor2tensor ``get_timing_signal_1d``: log_timescale_increment =
   log(max_timescale / min_timescale) / (num_timescales - 1); fairseq
   ``SinusoidalPositionalEmbedding.get_embedding``: ``emb = log(10000) / (half_dim - 1)``):
@@ -25,11 +30,11 @@ from reference.rope import phase
 from .layouts import frequency_count
 
 
-def exponent_2i_over_d(i: int, d: int) -> Fraction:
-    return Fraction(2 * i, d)
+def exponent_2i_over_d(i: int, d: int, layout: str) -> Fraction:
+    return Fraction(i, d // 2) if layout == "concatenated" else Fraction(2 * i, d)
 
 
-def exponent_i_over_h_minus_1(i: int, d: int) -> Fraction:
+def exponent_i_over_h_minus_1(i: int, d: int, layout: str) -> Fraction:
     return Fraction(i, d // 2 - 1)
 
 
@@ -38,7 +43,7 @@ RULES = {"2i/d": exponent_2i_over_d, "2i/(d-2)": exponent_i_over_h_minus_1}
 
 def exponents(d: int, layout: str, exponent: str) -> list[Fraction]:
     rule = RULES[exponent]
-    return [rule(i, d) for i in range(frequency_count(d, layout))]
+    return [rule(i, d, layout) for i in range(frequency_count(d, layout))]
 
 
 def table(d: int, layout: str, exponent: str, base: float) -> phase.FrequencyTable:

@@ -13,8 +13,11 @@ import numpy as np
 PREC_BITS = 256
 
 
-def _exponent(i: int, d: int, rule: str):
-    return mpmath.mpf(2 * i) / d if rule == "2i/d" else mpmath.mpf(i) / (d // 2 - 1)
+def _exponent(i: int, d: int, layout: str, rule: str):
+    """2i/d (i/floor(d/2) in a concatenated table: its odd-d form), or i/(floor(d/2) - 1)."""
+    if rule != "2i/d":
+        return mpmath.mpf(i) / (d // 2 - 1)
+    return mpmath.mpf(i) / (d // 2) if layout == "concatenated" else mpmath.mpf(2 * i) / d
 
 
 def row_exact(p: int, d: int, layout: str, rule: str, base: float) -> list:
@@ -31,7 +34,7 @@ def row_exact(p: int, d: int, layout: str, rule: str, base: float) -> list:
                     out.append(mpmath.mpf(0))
                     continue
                 i, use_sin = (col, True) if col < h else (col - h, False)
-            angle = p * b ** (-_exponent(i, d, rule))
+            angle = p * b ** (-_exponent(i, d, layout, rule))
             out.append(+(mpmath.sin(angle) if use_sin else mpmath.cos(angle)))
         return out
 

@@ -26,6 +26,7 @@ FAIRSEQ = ("https://github.com/facebookresearch/fairseq/blob/main/fairseq/module
            "sinusoidal_positional_embedding.py")
 TXL = "https://github.com/kimiyoung/transformer-xl/blob/master/pytorch/mem_transformer.py"
 MAE = "https://github.com/facebookresearch/mae/blob/main/util/pos_embed.py"
+DIFFUSERS = "https://github.com/huggingface/diffusers/blob/main/src/diffusers/models/embeddings.py"
 
 NOTES: dict[str, dict] = {
     "Interleaved": {
@@ -84,9 +85,10 @@ NOTES: dict[str, dict] = {
     "OddDModel": {
         "bugType": "EDGE_CASE",
         "description": "Odd d_model. Interleaved: the last column is the sine of frequency "
-        "(d - 1) / 2 with w_i = base**(-2i/d). Concatenated: fairseq and tensor2tensor append one "
-        "zero column after [sin | cos] of floor(d / 2) frequencies.",
-        "links": [FAIRSEQ, T2T],
+        "(d - 1) / 2 with w_i = base**(-2i/d). Concatenated: fairseq, tensor2tensor and diffusers "
+        "append one zero column after [sin | cos] of h = floor(d / 2) frequencies; the 2i/d rule "
+        "is then i / h (diffusers get_timestep_embedding, downscale_freq_shift 0).",
+        "links": [FAIRSEQ, T2T, DIFFUSERS],
     },
     "Grid2D": {
         "bugType": "FUNCTIONALITY",
@@ -173,6 +175,12 @@ def groups() -> list[GroupSpec]:
                                "10000**(-i/3), then a zero column.",
                                ("Concatenated", "ExponentDMinus2", "OddDModel"), (0, 1, 2, 100, 4095)),
             ), FAIRSEQ),
+            TestGroupSpec(sinusoidal_params(9, "concatenated", "2i/d"), (
+                SinusoidalTest("timestep-d9", "d_model 9, diffusers get_timestep_embedding "
+                               "(downscale_freq_shift 0): [sin | cos] of 4 frequencies 10000**(-i/4), "
+                               "then a zero column.",
+                               ("Concatenated", "ExponentD", "OddDModel"), (0, 1, 2, 100, 999)),
+            ), DIFFUSERS),
         )),
     ]
 
