@@ -67,13 +67,13 @@ def exact(scaling, rotary_dim, base, seq_len):
         lo, hi = dim_of(mpmath.mpf(p.get("beta_fast", 32))), dim_of(mpmath.mpf(p.get("beta_slow", 1)))
         if p.get("truncate", True):
             lo, hi = mpmath.floor(lo), mpmath.ceil(hi)
-        lo, hi = max(lo, 0), min(hi, r - 1)
+        lo, hi = mpmath.mpf(max(lo, 0)), mpmath.mpf(min(hi, r - 1))
         hi = hi + mpmath.mpf("0.001") if hi == lo else hi
         thetas = [t * (1 - (1 - 1 / s) * min(1, max(0, (i - lo) / (hi - lo))))
                   for i, t in enumerate(_ladder(b, r))]
         if "attention_factor" in p:
             factor = mpmath.mpf(p["attention_factor"])
-        elif "mscale" in p and "mscale_all_dim" in p:
+        elif p.get("mscale") and p.get("mscale_all_dim"):  # both given and non-zero, as HF tests
             factor = _mscale(s, p["mscale"]) / _mscale(s, p["mscale_all_dim"])
         else:
             factor = _mscale(s)
