@@ -686,8 +686,9 @@ def _fit_scale(output, reference, width):
     return c
 
 
-def _norm_scale(x, output, spec, dtype):
-    """The common factor c of every pair's norm, |out_p| = c |x_p|, when there is one (c != 1).
+def _norm_scale(x, output, spec, dtype, af=1.0):
+    """The common factor c of every pair's norm, |out_p| = c |x_p|, when there is one (c != af,
+    the case's attention factor, which a correct output has).
 
     A rotation keeps pair norms whatever its angles, so this names a constant scale even where
     the angles are too uncertain to compare outputs (positions near 2**24 in float32).
@@ -706,7 +707,7 @@ def _norm_scale(x, output, spec, dtype):
     c = float(np.median(q))
     u = max(unit_roundoff(dtype), 2.0**-24)
     spread = float(np.median(np.abs(q / c - 1.0))) if c > 0 else math.inf
-    if not (abs(c - 1.0) > 32.0 * u and spread < 0.1 * abs(c - 1.0) and spread < 4.0 * u):
+    if not (abs(c / af - 1.0) > 32.0 * u and spread < 0.1 * abs(c / af - 1.0) and spread < 4.0 * u):
         return None
     return c
 
@@ -807,13 +808,16 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
     found = closest_mutant(ys, reference, mutants, mask, floor)
     if found is None:
         # Pair norms do not depend on the angles: this works even where angles are too uncertain.
-        scale = _norm_scale(xs, np.where(mask, ys, np.nan), spec, dtype)
+        # The case's attention factor af scales every pair's norm of a correct output: the scale
+        # to explain is the one relative to af.
+        af = float(reference_frequencies(spec)[1])
+        scale = _norm_scale(xs, np.where(mask, ys, np.nan), spec, dtype, af)
         if scale is not None:
-            if _tail_scaled(xs, np.where(mask, ys, np.nan), r, scale, dtype):
-                return [Diagnosis("output-scaled", f"every output element scaled by {scale:.4g} (every pair's "
+            if _tail_scaled(xs, np.where(mask, ys, np.nan), r, scale / af, dtype):
+                return [Diagnosis("output-scaled", f"every output element scaled by {scale / af:.4g} (every pair's "
                                   "norm and the pass-through features change by that factor)")]
-            return [Diagnosis("attention-factor", f"output scaled by {scale:.4g} (every pair's norm changes by "
-                              "that factor)")]
+            return [Diagnosis("attention-factor", _scale_message(scale / af, af, "output") + " (every pair's "
+                              "norm changes by that factor)")]
         if rms(ys - reference, mask) > floor:
             msg = _angle_noise(xs, ps, np.where(mask, ys, 0.0), spec, theta, dtype)
             return [Diagnosis("angle-precision", msg)] if msg else []
