@@ -209,3 +209,16 @@ def test_tile_tail_bug_fails_the_default_run_at_every_seed(seed):
     tails = [c for c in report.cases if c.verdict == "fail"]
     assert any(c.id.endswith(f"shape-seq-{n}-half") for c in tails for n in (65, 129, 257))
     assert all("tile-tail-unrotated" in {d.code for d in c.diagnoses} for c in tails)
+
+
+def test_fresh_cases_draw_the_new_configurations():
+    """The fresh rotations of rope.apply and rope.cache draw from every model configuration, the
+    new ones included, so that their answers cannot be looked up in a file either."""
+    from reference.golden.fresh import Draw
+
+    new = {"laguna-xs2-yarn64", "laguna-xs2-yarn64-interleaved", "deepseek-v2-yarn40", "qwen3.6-yarn4",
+           "llama3.1-d128-meta", "codellama-d128-meta"}
+    for protocol in ("rope.apply", "rope.cache"):
+        drawn = {t.name.rsplit("-", 1)[0] for seed in range(80)
+                 for tg in vectors._fresh_rotations(Draw(seed, protocol), protocol) for t in tg.tests}
+        assert new <= drawn, new - drawn
