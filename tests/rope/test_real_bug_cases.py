@@ -222,3 +222,37 @@ def test_fresh_cases_draw_the_new_configurations():
         drawn = {t.name.rsplit("-", 1)[0] for seed in range(80)
                  for tg in vectors._fresh_rotations(Draw(seed, protocol), protocol) for t in tg.tests}
         assert new <= drawn, new - drawn
+
+
+ROTARY_MODULE = '''
+import torch
+from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
+
+from conformance import Unsupported
+
+
+class Module(torch.nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.rotary = RotaryEmbedding(dim=spec.rotary_dim, theta=spec.base)
+
+    def forward(self, x, positions):
+        freqs = self.rotary(positions)  # [b, s, rotary_dim], each angle twice (interleaved)
+        return apply_rotary_emb(freqs[:, :, None, :], x)
+
+
+def module(spec):
+    if spec.layout != "interleaved" or spec.scaling is not None:
+        raise Unsupported("rotary-embedding-torch: interleaved pairs, no scaling")
+    return Module(spec)
+'''
+
+
+def test_rotary_embedding_torch_as_a_module_runs_the_interleaved_scripts(tmp_path):
+    pytest.importorskip("rotary_embedding_torch")
+    path = tmp_path / "rotary_module.py"
+    path.write_text(ROTARY_MODULE)
+    report = run_conformance(f"{path}:module", "rope.module", dtypes=("float32",), fresh=False)
+    graded = {c.id.rsplit("/", 1)[1]: c.verdict for c in report.cases if c.verdict != "skip"}
+    assert set(graded) == {"interleaved-two-offsets", "interleaved-partial-cast"}
+    assert set(graded.values()) <= {"pass", "acceptable"}, graded
