@@ -27,6 +27,14 @@ FAMILY = Family(
                                "for the other layout)",
         "rotary-dim-mismatch": "head_dim and rotary_dim confused (partial rotary)",
         "attention-factor": "cos and sin (or the output) scaled by a wrong attention factor",
+        "output-scaled": "every output element scaled by one constant, the pass-through features of partial "
+                         "rotary too (not an attention factor, which scales only the rotated features)",
+        "cos-sin-as-angles": "the cos and sin tables fed where the angles are expected (Megatron's "
+                             "cos(cos(m*theta))): pairs turn by cos(m*theta) radians, so position 0 is not the "
+                             "identity",
+        "output-permuted": "every value right but in another feature slot: the rotary features returned in the "
+                           "other layout's order (rotated in interleaved pairs and returned de-interleaved, evens "
+                           "then odds, as DeepSeek-V3's Hugging Face port stores q_pe and k_pe; or the reverse)",
         "scaling-mismatch": "a position scaling the case does not have, or the case's scaling left out",
         "batch-row-zero-only": "only batch row 0 is rotated (the other rows come back unrotated), e.g. a "
                                "fused kernel at a batched decode step of one token per row",

@@ -110,6 +110,39 @@ def rotate_elementwise(x, phi, *, rotate: str, expand: str, rotary_dim: int, sca
     return out
 
 
+def _tables(x, c, s, layout, rotary_dim, scale=1.0):
+    """x rotated with the given cos and sin tables [b, s, r/2] (not necessarily of one angle)."""
+    from reference.rope import rotate_pairs
+
+    return rotate_pairs(x, scale * c, scale * s, layout=layout, rotary_dim=rotary_dim)
+
+
+# The two orders of the rotary features that swap one pair layout's storage for the other's:
+# evens first, then odds (de-interleaved) and its inverse (re-interleaved).
+def evens_first(rotary_dim: int) -> np.ndarray:
+    return np.concatenate([np.arange(0, rotary_dim, 2), np.arange(1, rotary_dim, 2)])
+
+
+def permuted_mutants(reference, rotary_dim) -> list:
+    """output-permuted: the reference with its rotary features in the other layout's order."""
+    r = int(rotary_dim)
+    deinterleave = evens_first(r)
+    out = []
+    for perm, what in ((deinterleave, "returned de-interleaved: the even features first, then the odd ones "
+                        "(rotated in interleaved pairs, stored as DeepSeek-V3's Hugging Face port permutes "
+                        "q_pe and k_pe)"),
+                       (np.argsort(deinterleave), "returned interleaved: feature 2i holds feature i and "
+                        f"2i+1 feature i + {r // 2} (rotated in half pairs, stored in the interleaved order)")):
+        def permuted(perm=perm):
+            y = reference.copy()
+            y[..., :r] = reference[..., perm]
+            return y
+
+        out.append(Mutant("output-permuted", f"every value right but in another feature slot: the rotary "
+                          f"features {what}", permuted, kind="layout"))
+    return out
+
+
 def _rotate(x, phi, layout, rotary_dim, scale=1.0, table_dtype=None):
     """x rotated by the angles phi [b, s, r/2]; table_dtype rounds the cos/sin tables first."""
     from reference.rope import rotate_pairs
@@ -346,6 +379,19 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
                        (lambda rk=rot_kind, ex=expand: rotate_elementwise(
                            x, phi, rotate=rk, expand=ex, rotary_dim=r, scale=af)), kind="layout"))
 
+    # Tables fed where the angles are expected (Megatron's cos(cos theta)): position 0 turns by
+    # cos 0 = 1 radian instead of staying put.
+    add(Mutant("cos-sin-as-angles", "cos and sin fed where the angles are expected: every pair turns by "
+               "cos(m*theta) radians (cos(cos(m*theta)), sin(cos(m*theta))), so position 0 is not the identity",
+               rot(np.cos(phi))))
+    add(Mutant("cos-sin-as-angles", "cos and sin fed where the angles are expected: cos(cos(m*theta)) and "
+               "sin(sin(m*theta)) applied, so position 0 is not the identity",
+               lambda: _tables(x, np.cos(np.cos(phi)), np.sin(np.sin(phi)), layout, r, af)))
+    # The right values in other feature slots: rotated in one layout's pairs, stored in the other's
+    # order (DeepSeek-V3's HF port permutes q_pe / k_pe to interleaved-as-half and back).
+    if r >= 4:
+        mutants += permuted_mutants(reference, r)
+
     # Positions.
     for k in OFFSETS:
         add(Mutant("position-offset", f"positions shifted by {k:+d}", rot((mf + k)[..., None] * theta)))
@@ -408,6 +454,10 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
         if c is None:
             continue
         msg = _scale_message(c, af, "output")
+        code = "attention-factor"
+        if part == "whole":  # the pass-through features too: not an attention factor
+            code, msg = "output-scaled", (f"every output element scaled by {c:.4g}, the {d - r} pass-through "
+                                          "features too")
         fac = c
 
         def scaled(fac=fac, part=part):
@@ -416,7 +466,7 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
             out[..., :w] *= fac
             return out
 
-        add(Mutant("attention-factor", msg, scaled, kind="scale"))
+        add(Mutant(code, msg, scaled, kind="scale"))
     return reference, mutants, eff, theta
 
 
@@ -520,6 +570,22 @@ def frequency_ladders(spec, theta, *, fitted_base=None, ratio=None) -> list:
     return out
 
 
+def _yarn_reversed(got, plain, factor) -> list:
+    """YaRN's ramp reversed (litgpt): the pairs YaRN keeps are interpolated and those it
+    interpolates are kept. With w_i = theta'_i / theta_i = 1 - ramp_i (1 - 1/s), the reversed
+    blend is w'_i = 1/s + 1 - w_i; with the attention factor left at 1, and with the case's."""
+    if got is None or not isinstance(factor, (int, float)) or factor <= 1:
+        return []
+    theta, af = np.asarray(got[0], dtype=np.float64), float(got[1])
+    rev = plain * (1.0 + 1.0 / factor - theta / plain)
+    what = (f"YaRN ramp reversed: the high-frequency pairs interpolated and the low-frequency ones kept "
+            f"(pair 0 turns by {rev[0]:.4g} per position instead of {theta[0]:.4g})")
+    out = [("scaling-mismatch", what + ", attention factor left at 1", rev, 1.0)]
+    if af != 1.0:
+        out.append(("scaling-mismatch", what + f", attention factor {af:.4g} applied", rev, af))
+    return out
+
+
 def scaled_mutants(spec, plain) -> list:
     """The scaling mistakes of a scaled case, as frequency_ladders entries: the scaling left out,
     another type with the same parameters (static NTK where dynamic is expected, linear, ...),
@@ -540,6 +606,18 @@ def scaled_mutants(spec, plain) -> list:
         except (ValueError, TypeError, KeyError):
             return None
 
+    big_l, f = scaling.get("original_max_position_embeddings"), scaling.get("factor")
+    if rope_type == "yarn":
+        out += _yarn_reversed(variant(scaling), plain, f)
+    if rope_type == "dynamic" and isinstance(big_l, int) and isinstance(f, (int, float)) and f > 1:
+        # vLLM's DynamicNTKScalingRotaryEmbedding: one cache, built for max_position_embeddings =
+        # factor x original, so the base is dynamic NTK's at that length whatever seq_len is.
+        got = variant(scaling, n=int(big_l * f))
+        if got is not None:
+            out.append(("scaling-mismatch", f"dynamic NTK's base fixed at the extended length {int(big_l * f)} "
+                        f"(factor x original) whatever seq_len ({seq_len}): a static NTK base (vLLM's dynamic "
+                        "NTK cache); it must follow seq_len", got[0], got[1]))
+
     for other in scaling_types.TYPES:
         if other == rope_type:
             continue
@@ -552,7 +630,6 @@ def scaled_mutants(spec, plain) -> list:
                 "must follow seq_len)" if (rope_type, other) == ("dynamic", "ntk") else
                 f"{other} scaling used instead of {rope_type}")
         out.append(("scaling-mismatch", what, got[0], got[1]))
-    big_l, f = scaling.get("original_max_position_embeddings"), scaling.get("factor")
     if isinstance(big_l, int) and isinstance(f, (int, float)) and f > 1:
         got = variant({**scaling, "original_max_position_embeddings": int(big_l * f)})
         if got is not None:
@@ -609,8 +686,9 @@ def _fit_scale(output, reference, width):
     return c
 
 
-def _norm_scale(x, output, spec, dtype):
-    """The common factor c of every pair's norm, |out_p| = c |x_p|, when there is one (c != 1).
+def _norm_scale(x, output, spec, dtype, af=1.0):
+    """The common factor c of every pair's norm, |out_p| = c |x_p|, when there is one (c != af,
+    the case's attention factor, which a correct output has).
 
     A rotation keeps pair norms whatever its angles, so this names a constant scale even where
     the angles are too uncertain to compare outputs (positions near 2**24 in float32).
@@ -629,9 +707,19 @@ def _norm_scale(x, output, spec, dtype):
     c = float(np.median(q))
     u = max(unit_roundoff(dtype), 2.0**-24)
     spread = float(np.median(np.abs(q / c - 1.0))) if c > 0 else math.inf
-    if not (abs(c - 1.0) > 32.0 * u and spread < 0.1 * abs(c - 1.0) and spread < 4.0 * u):
+    if not (abs(c / af - 1.0) > 32.0 * u and spread < 0.1 * abs(c / af - 1.0) and spread < 4.0 * u):
         return None
     return c
+
+
+def _tail_scaled(x, output, rotary_dim, c, dtype) -> bool:
+    """Whether the pass-through features (partial rotary) are scaled by c as well."""
+    xt, yt = x[..., rotary_dim:], output[..., rotary_dim:]
+    ok = np.isfinite(xt) & np.isfinite(yt) & (np.abs(xt) > 0)
+    if np.count_nonzero(ok) < 2:
+        return False
+    q = float(np.median(yt[ok] / xt[ok]))
+    return abs(q - c) <= max(16.0 * unit_roundoff(dtype), 1e-3 * abs(c - 1.0))
 
 
 def _angle_noise(x, positions, output, spec, theta, dtype):
@@ -720,10 +808,16 @@ def diagnose_apply(x, positions, output, spec, dtype) -> list:
     found = closest_mutant(ys, reference, mutants, mask, floor)
     if found is None:
         # Pair norms do not depend on the angles: this works even where angles are too uncertain.
-        scale = _norm_scale(xs, np.where(mask, ys, np.nan), spec, dtype)
+        # The case's attention factor af scales every pair's norm of a correct output: the scale
+        # to explain is the one relative to af.
+        af = float(reference_frequencies(spec)[1])
+        scale = _norm_scale(xs, np.where(mask, ys, np.nan), spec, dtype, af)
         if scale is not None:
-            return [Diagnosis("attention-factor", f"output scaled by {scale:.4g} (every pair's norm changes by "
-                              "that factor)")]
+            if _tail_scaled(xs, np.where(mask, ys, np.nan), r, scale / af, dtype):
+                return [Diagnosis("output-scaled", f"every output element scaled by {scale / af:.4g} (every pair's "
+                                  "norm and the pass-through features change by that factor)")]
+            return [Diagnosis("attention-factor", _scale_message(scale / af, af, "output") + " (every pair's "
+                              "norm changes by that factor)")]
         if rms(ys - reference, mask) > floor:
             msg = _angle_noise(xs, ps, np.where(mask, ys, 0.0), spec, theta, dtype)
             return [Diagnosis("angle-precision", msg)] if msg else []

@@ -86,8 +86,8 @@ LONG_SHORT = tuple(round(1.0 + 0.0625 * i, 4) for i in range(HEAD_DIM // 2))
 LONG_LONG = tuple(round(1.0 + 0.5 * i * i / 8.0, 4) for i in range(HEAD_DIM // 2))
 
 
-def _params(scaling=None) -> dict:
-    return {"head_dim": HEAD_DIM, "rotary_dim": HEAD_DIM, "base": 10000.0, "layout": "half",
+def _params(scaling=None, layout="half", rotary_dim=HEAD_DIM) -> dict:
+    return {"head_dim": HEAD_DIM, "rotary_dim": rotary_dim, "base": 10000.0, "layout": layout,
             "scaling": scaling}
 
 
@@ -140,6 +140,24 @@ SCRIPTS = (
         "frequencies restored for it must not be a rounded copy.",
         ("StatefulModule", "ModuleCast", "DynamicReset"),
         (_span(4100, 4), (4090,)), cast=True)),
+    # Interleaved modules (rotary-embedding-torch, Meta-style freqs_cis) need scripts of their own
+    # layout: the scripts above are half-split, which such a module rightly refuses (Unsupported).
+    (_params(layout="interleaved"), ModuleTest(
+        "interleaved-two-offsets",
+        "Interleaved pairs (2i, 2i+1): 6 tokens at positions 0..5, then 6 at 4090..4095 (same length, "
+        "another offset), then one decode step at 4096: a cos/sin cache keyed on the length (as "
+        "rotary-embedding-torch's cached frequencies, keyed by seq_len and offset) must not return the "
+        "first step's tables.",
+        ("StatefulModule", "OffsetCache", "Interleaved"),
+        (_span(0, 6), _span(4090, 6), (4096,)))),
+    (_params(layout="interleaved", rotary_dim=HEAD_DIM // 2), ModuleTest(
+        "interleaved-partial-cast",
+        f"Interleaved pairs, partial rotary (the first {HEAD_DIM // 2} of {HEAD_DIM} features turn, as "
+        "rotary-embedding-torch's RotaryEmbedding(dim=head_dim // 2)), module.to(dtype) before the first "
+        "call, then a prompt of 8 tokens and decode steps at 4095 and 70000: the tail passes through "
+        "unchanged and rounded frequencies turn far positions by wrong angles.",
+        ("StatefulModule", "ModuleCast", "Interleaved", "PartialRotary"),
+        (_span(0, 8), (4095,), (70000,)), cast=True)),
 )
 
 
@@ -150,13 +168,14 @@ def groups() -> list[GroupSpec]:
                         for params, test in SCRIPTS)
     return [GroupSpec("rope.module", "scripts-d32",
                       "Scripted call sequences of one rotary module (dynamic NTK reset, LongRoPE "
-                      "switch, offset cache, module.to(dtype)).", test_groups)]
+                      "switch, offset cache, module.to(dtype)), in both pair layouts.", test_groups)]
 
 
 def fresh(draw) -> list[TestGroupSpec]:
-    """Two scripts drawn at run time: dynamic NTK with a drawn long prompt, short prompt and
+    """Three scripts drawn at run time: dynamic NTK with a drawn long prompt, short prompt and
     decode position (DynamicReset), and the same number of tokens at two drawn offsets
-    (OffsetCache), so that no step's answer can be looked up in a file."""
+    (OffsetCache), in the half and in the interleaved layout, so that no step's answer can be
+    looked up in a file."""
     long_n, short_n = draw.integer(ORIGINAL + 1, ORIGINAL + 24), draw.integer(1, ORIGINAL - 2)
     dynamic = ModuleTest(
         f"dynamic-{long_n}-then-{short_n}",
@@ -171,7 +190,14 @@ def fresh(draw) -> list[TestGroupSpec]:
         f"Drawn at run time: {n} token(s) at offset {first}, then {n} at offset {second}.",
         ("StatefulModule", "OffsetCache"),
         (_span(first, n), _span(second, n)))
-    return [TestGroupSpec(_params(DYNAMIC), (dynamic,)), TestGroupSpec(_params(), (offsets,))]
+    first, second = draw.integer(0, 2**16), draw.integer(2**16 + 1, 2**17)
+    interleaved = ModuleTest(
+        f"interleaved-offsets-{n}-at-{first}-and-{second}",
+        f"Drawn at run time: interleaved pairs, {n} token(s) at offset {first}, then {n} at offset {second}.",
+        ("StatefulModule", "OffsetCache", "Interleaved"),
+        (_span(first, n), _span(second, n)))
+    return [TestGroupSpec(_params(DYNAMIC), (dynamic,)), TestGroupSpec(_params(), (offsets,)),
+            TestGroupSpec(_params(layout="interleaved"), (interleaved,))]
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def exact(scaling, rotary_dim, base, seq_len):
                   for i, t in enumerate(_ladder(b, r))]
         if "attention_factor" in p:
             factor = mpmath.mpf(p["attention_factor"])
-        elif "mscale" in p and "mscale_all_dim" in p:
+        elif p.get("mscale") and p.get("mscale_all_dim"):  # both given and non-zero, as HF tests
             factor = _mscale(s, p["mscale"]) / _mscale(s, p["mscale_all_dim"])
         else:
             factor = _mscale(s)

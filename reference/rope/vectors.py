@@ -30,8 +30,8 @@ import numpy as np
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.golden.shapes import (DECODE_BATCHES, FAR_POSITION, HEAD_COUNTS, LONG_PREFILL, TILE_LENGTHS, decode_rows,
-                                     heads_unlike, select)
+from reference.golden.shapes import (DECODE_BATCHES, FAR_POSITION, HEAD_COUNTS, LONG_PREFILL, TAIL_LENGTHS,
+                                     TILE_LENGTHS, decode_rows, heads_unlike, select)
 from reference.rope import module_vectors
 
 # --------------------------------------------------------------------------------------------
@@ -172,6 +172,22 @@ NOTES: dict[str, dict] = {
         "as well, fails here.",
         "links": [HF_ROPE_UTILS],
     },
+    "ExplicitAttentionFactor": {
+        "bugType": "KNOWN_BUG",
+        "description": "The YaRN attention factor is set by the configuration, not YaRN's default "
+        "0.1 ln s + 1: an explicit attention_factor (the final value; Laguna-XS.2 sets 1.0 at factor "
+        "64, which vLLM ignored and SGLang squared), or mscale / mscale_all_dim (DeepSeek-V2: "
+        "0.707 / 0.707 gives 1; HF falls back to the default when either is 0).",
+        "links": [HF_ROPE_UTILS, "https://github.com/vllm-project/vllm/pull/48351",
+                  "https://github.com/sgl-project/sglang/pull/33558"],
+    },
+    "PartialRotaryScaling": {
+        "bugType": "KNOWN_BUG",
+        "description": "A scaling type with rotary_dim < head_dim: the scaled frequencies are those "
+        "of rotary_dim (HF: head_dim * partial_rotary_factor), and only the first rotary_dim features "
+        "turn. Megatron's YaRN ignored rotary_percent.",
+        "links": [HF_ROPE_UTILS],
+    },
     "ShapeMatrix": {
         "bugType": "FUNCTIONALITY",
         "description": "A case of the serving shape matrix (fresh only): the shapes and call patterns "
@@ -189,8 +205,9 @@ NOTES: dict[str, dict] = {
     "TileBoundary": {
         "bugType": "EDGE_CASE",
         "description": "A sequence length at, just below or just above a power-of-two tile (1, 3, "
-        "63, 64, 65, 113, 127, 128, 129, 1000): a kernel that leaves the last partial tile "
-        "unrotated, or reads past it, fails here.",
+        "63, 64, 65, 113, 127, 128, 129, 257, 1000): a kernel that leaves the last partial tile "
+        "unrotated, or reads past it, fails here. Every run grades 65, 129 and 257 (one token past "
+        "a tile of 64, 128, 256), whatever its seed.",
         "links": [ROFORMER],
     },
     "HeadCount": {
@@ -390,6 +407,14 @@ MODELS = {
         "(https://huggingface.co/Qwen/Qwen2-7B).",
         context=32768,
     ),
+    "codellama-d128-meta": dict(
+        params=rope_params(128, 1e6, "interleaved"),
+        source="Code Llama 7B in Meta's reference code (codellama/llama/model.py: freqs_cis, complex "
+        "multiplication of interleaved pairs): head 128, rope_theta 1000000, 16384-token training "
+        "context (https://huggingface.co/codellama/CodeLlama-7b-hf). An interleaved implementation "
+        "that drops the base (torchtune's did) fails it.",
+        context=16384,
+    ),
     "gpt-neox-20b": dict(
         params=rope_params(96, 1e4, "half", rotary_dim=24),
         source="GPT-NeoX-20B: hidden 6144 / 64 heads = 96, rotary_pct 0.25 so rotary_dim 24, "
@@ -491,6 +516,11 @@ def _apply_groups():
         decode(131071, " The last position of a 128K context (Llama-3.1 length)."),
         row_offsets(), around(20), around(24),
     )))
+    groups.append(_model_group("rope.apply", "codellama-d128-meta", (
+        prefill(), decode(16383, " The last position of Code Llama's 16384-token training context."),
+        decode(100000, " Code Llama's extrapolation range (up to 100K tokens, the reason for base 1e6)."),
+        left_padded(), around(16), around(20),
+    )))
     groups.append(_model_group("rope.apply", "qwen2-d128", (
         prefill(), decode(131071, " The last position of a 128K context."),
         left_padded(), around(16), around(24),
@@ -568,8 +598,8 @@ def _frequency_groups():
             "d512-thetas", D512_COMMENT, ("WorkedExample", "SourceMisprint"), 512),)),),
     )]
     for name, model in MODELS.items():
-        if name == "llama2-d128-meta":
-            continue  # same frequencies as llama2-d128
+        if name in ("llama2-d128-meta", "codellama-d128-meta"):
+            continue  # same frequencies as llama2-d128 and qwen2-d128 (the pair layout does not matter)
         p = model["params"]
         comment = (f"inv_freq for rotary_dim {p['rotary_dim']}, base {p['base']:g}; "
                    "no scaling, so attention_factor is 1.")
@@ -621,6 +651,10 @@ def _fresh_rotations(draw, protocol):
 # Unsupported for them, and a default run must keep grading it as before.
 PARTIAL_HEAD_DIMS = (64, 80, 96, 128, 256)  # the catalog's head sizes; rotary_dim = head_dim / 4
 SAMPLE_KINDS = ("decode", "seq", "heads", "dim", "inplace")
+# Graded by every run, whatever the seed: the lengths just past a tile of 64, 128 and 256 in both
+# layouts (kind "seq-tail"). A kernel that leaves its last partial tile unrotated fails them all.
+ALWAYS_KINDS = ("seq-tail",)
+SEQ_LENGTHS = tuple(sorted(set(TILE_LENGTHS) | set(TAIL_LENGTHS)))
 
 
 def _shape_config(layout):
@@ -648,9 +682,9 @@ def shape_matrix(draw) -> list:
                                    f"token each, each row at its own position ({rows[:3]}...; 0 and {FAR_POSITION} "
                                    "included).", ("Decode", "RowOffsets", "LongContext", "BatchedDecode"),
                                    tuple((p,) for p in rows), heads_unlike(b, 1), layout))
-        for n in TILE_LENGTHS:
+        for n in SEQ_LENGTHS:
             starts = (draw.integer(0, 4096), draw.integer(0, FAR_POSITION - n))
-            out.append(_shape_test("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}: "
+            out.append(_shape_test("seq-tail" if n in TAIL_LENGTHS else "seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}: "
                                    "a length at or around a power-of-two tile.",
                                    ("Prefill", "RowOffsets", "TileBoundary"),
                                    tuple(tuple(range(s0, s0 + n)) for s0 in starts), heads_unlike(2, n), layout))
@@ -706,9 +740,10 @@ def shape_matrix(draw) -> list:
 
 def fresh_apply(draw, shapes="sample"):
     """rope.apply's fresh cases: two drawn configurations, then the shape matrix: all of it when
-    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
+    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn) and every case of
+    ALWAYS_KINDS (the just-past-tile lengths)."""
     groups = _fresh_rotations(draw, "rope.apply")
-    return groups + select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw)
+    return groups + select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, always=ALWAYS_KINDS)
 
 
 def fresh_frequencies(draw):
@@ -753,6 +788,15 @@ SCALED_MODELS = {
         source="Llama-3.1-8B: rope_theta 500000, rope_scaling llama3 (factor 8, low_freq_factor 1, "
         "high_freq_factor 4, original 8192) (https://huggingface.co/meta-llama/Llama-3.1-8B).",
         seq_lens=(None,)),
+    "llama3.1-d128-meta": dict(
+        params=rope_params(128, 5e5, "interleaved", scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}),
+        source="Llama-3.1-8B in Meta's own layout: llama-models' apply_scaling (factor 8, low_freq_factor "
+        "1, high_freq_factor 4, original 8192) then freqs_cis, complex multiplication of interleaved "
+        "pairs (https://github.com/meta-llama/llama-models/blob/main/models/llama3/model.py); torchtune's "
+        "Llama3ScaledRoPE pairs the same way.",
+        seq_lens=(None,), same_tables_as="llama3.1-d128"),
     "qwen2.5-yarn4": dict(
         params=rope_params(128, 1e6, "half", scaling={
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}),
@@ -767,6 +811,38 @@ SCALED_MODELS = {
         "original 4096, beta_fast 32, beta_slow 1, mscale = mscale_all_dim = 1 (so the cos/sin "
         "factor is 1; DeepSeek puts mscale**2 in the softmax scale) "
         "(https://huggingface.co/deepseek-ai/DeepSeek-V3).", seq_lens=(None,)),
+    "deepseek-v2-yarn40": dict(
+        params=rope_params(64, 1e4, "interleaved", scaling={
+            "rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}),
+        source="DeepSeek-V2: qk_rope_head_dim 64, rope_theta 10000, rope_scaling yarn factor 40, "
+        "original 4096, beta_fast 32, beta_slow 1, mscale = mscale_all_dim = 0.707: the cos/sin factor is "
+        "get_mscale(40, 0.707) / get_mscale(40, 0.707) = 1, where code that ignores the two keys uses "
+        "0.1 ln 40 + 1 = 1.369 (https://huggingface.co/deepseek-ai/DeepSeek-V2).", seq_lens=(None,)),
+    "laguna-xs2-yarn64": dict(
+        params=rope_params(128, 5e5, "half", rotary_dim=64, scaling={
+            "rope_type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": 1.0}),
+        source="poolside Laguna-XS.2, full-attention layers: head 128, partial_rotary_factor 0.5 so "
+        "rotary_dim 64, rope_theta 500000, rotate_half layout, yarn factor 64, original 4096, explicit "
+        "attention_factor 1.0 (vLLM ignored the key and used 0.1 ln 64 + 1 = 1.416) "
+        "(https://huggingface.co/poolside/Laguna-XS.2).", seq_lens=(None,), decodes=(131071, 262143)),
+    "laguna-xs2-yarn64-interleaved": dict(
+        params=rope_params(128, 5e5, "interleaved", rotary_dim=64, scaling={
+            "rope_type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": 1.0}),
+        source="Laguna-XS.2's full-attention YaRN (rotary_dim 64 of head 128, base 500000, factor 64, "
+        "original 4096, attention_factor 1.0) in the interleaved layout, as Megatron-Core's "
+        "rotary_interleaved applies the same frequencies: YaRN with partial rotary in the other pair "
+        "layout (Megatron's YaRN ignored rotary_percent).", seq_lens=(None,), same_tables_as="laguna-xs2-yarn64"),
+    "qwen3.6-yarn4": dict(
+        params=rope_params(256, 1e7, "half", rotary_dim=64, scaling={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 262144,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}),
+        source="Qwen3.6's YaRN setting: head 256, partial_rotary_factor 0.25 so rotary_dim 64, "
+        "rope_theta 1e7, factor 4 over original 262144, mscale 1 and mscale_all_dim 0: HF falls back "
+        "to 0.1 ln 4 + 1 = 1.1386 since mscale_all_dim is 0 (transformers _compute_yarn_parameters: "
+        "'if mscale and mscale_all_dim').", seq_lens=(None,), decodes=(262143, 1048575)),
     "gpt-oss-yarn32": dict(
         params=rope_params(64, 150000.0, "half", scaling={
             "rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
@@ -802,13 +878,24 @@ SCALED_MODELS = {
 }
 
 
+def _attention_factor(params):
+    from reference import rope
+
+    return float(rope.frequencies(params["rotary_dim"], params["base"], params["scaling"], None)[1])
+
+
 def _scaling_flags(name):
     scaling = SCALED_MODELS[name]["params"]["scaling"]
     flags = ("Scaling",)
     if scaling["rope_type"] in ("dynamic", "length", "longrope"):
         flags += ("SeqLenDependent",)
-    if scaling["rope_type"] in ("yarn", "longrope") and name != "deepseek-v3-yarn40":
+    params = SCALED_MODELS[name]["params"]
+    if scaling["rope_type"] in ("yarn", "longrope") and _attention_factor(params) != 1.0:
         flags += ("AttentionFactor",)
+    if "attention_factor" in scaling or "mscale" in scaling:
+        flags += ("ExplicitAttentionFactor",)
+    if params["rotary_dim"] < params["head_dim"]:
+        flags += ("PartialRotary", "PartialRotaryScaling")
     return flags
 
 
@@ -824,7 +911,9 @@ def _scaled_position_tests(name):
     positions fit below it, seq_len given explicitly)."""
     seq_lens = SCALED_MODELS[name]["seq_lens"]
     if seq_lens == (None,):
-        return (prefill(), decode(131071, " A 128K-context decode step, where scaling matters."))
+        decodes = SCALED_MODELS[name].get("decodes", (131071,))
+        return (prefill(),) + tuple(decode(p, f" A {(p + 1) // 1024}K-context decode step, where scaling matters.")
+                                    for p in decodes)
     tests = []
     for n in seq_lens:
         tests.append(replace(decode(n - 1, f" seq_len {n}."), name=f"decode-{n - 1}-seq{n}", seq_len=n))
@@ -832,10 +921,13 @@ def _scaled_position_tests(name):
 
 
 def _scaled_groups():
-    groups = []
-    for protocol in ("rope.apply", "rope.cache"):
-        groups += [_scaled_group(protocol, name, _scaled_position_tests(name)) for name in SCALED_MODELS]
-    for name, model in SCALED_MODELS.items():
+    groups = [_scaled_group("rope.apply", name, _scaled_position_tests(name)) for name in SCALED_MODELS]
+    # rope.cache and rope.frequencies do not depend on the pair layout: a model's other-layout
+    # variant (same_tables_as) adds nothing there.
+    tables = [name for name, model in SCALED_MODELS.items() if "same_tables_as" not in model]
+    groups += [_scaled_group("rope.cache", name, _scaled_position_tests(name)) for name in tables]
+    for name in tables:
+        model = SCALED_MODELS[name]
         tests = tuple(_frequency_test(f"inv-freq-seq{n}" if n else "inv-freq",
                                       f"inv_freq and attention_factor of {name}" + (f" at seq_len {n}." if n else "."),
                                       _scaling_flags(name), n)

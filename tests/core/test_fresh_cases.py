@@ -115,10 +115,12 @@ def test_seed_repeats_a_run_and_the_report_says_which_seed():
 
     kwargs = dict(dtypes=("float32",), identities=False, cases="rope.apply/fresh-*")
     first = run_conformance(reference_adapter, "rope.apply", **kwargs)
+    from reference.golden.shapes import TAIL_LENGTHS
     from reference.rope.vectors import SAMPLE_KINDS
 
-    # two drawn configurations and one case of each kind of the shape matrix's sample
-    assert first.seed is not None and len(first.cases) == 2 + len(SAMPLE_KINDS)
+    # two drawn configurations, one case of each kind of the shape matrix's sample, and the
+    # just-past-tile lengths in both layouts (graded by every run)
+    assert first.seed is not None and len(first.cases) == 2 + len(SAMPLE_KINDS) + 2 * len(TAIL_LENGTHS)
     again = run_conformance(reference_adapter, "rope.apply", seed=first.seed, **kwargs)
     assert _verdicts(again) == _verdicts(first)
     assert any(f"--seed {first.seed}" in n for n in first.notes)

@@ -256,6 +256,9 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
     # The scaled-case bugs are graded end to end by the family contract test (and tests/rope/
     # test_scaling.py grades the same mistakes): their code is the module's CODE.
     covered |= {"static_ntk.py", "yarn_factor_twice.py"}
+    # Issue 23's named causes are graded end to end in tests/rope/test_named_causes.py.
+    covered |= {"cos_sin_as_angles.py", "dynamic_ntk_fixed_length.py", "yarn_ramp_reversed.py",
+                "output_deinterleaved.py", "output_scaled.py"}
     # The serving-shape bugs are graded in tests/rope/test_shapes.py and test_apply_qk.py.
     covered |= {"batch_row_zero_only.py", "positions_from_heads_axis.py", "tile_tail_unrotated.py",
                 "k_unrotated.py"}

@@ -80,7 +80,9 @@ def test_hf_module_passes_and_its_cast_is_diagnosed():
     pytest.importorskip("transformers")
     report = _run(HF, ("float32", "bfloat16"))
     for c in report.cases:
-        if c.dtype == "bfloat16" and "/cast-" in c.id:
+        if "/interleaved-" in c.id:  # HF's module pairs (j, j + r/2): it refuses these scripts itself
+            assert c.verdict == "skip" and "unsupported" in c.notes[0].lower(), (c.id, c.notes)
+        elif c.dtype == "bfloat16" and "/cast-" in c.id:
             assert c.verdict == "fail"
             found = {d.code: d.message for d in c.diagnoses}
             assert "'inv_freq'" in found["angle-precision"], found
@@ -214,7 +216,12 @@ def test_the_readme_module_adapter_is_under_ten_lines_and_grades(tmp_path):
     (tmp_path / "readme_rope.py").write_text(code)
     report = _run(f"{tmp_path / 'readme_rope.py'}:module", dtypes=("float32", "bfloat16"))
     verdicts = {(c.id.rsplit("/", 1)[1], c.dtype): c.verdict for c in report.cases}
-    assert all(v in ("pass", "acceptable") for (_, dtype), v in verdicts.items() if dtype == "float32")
+    # The printed adapter hands over HF's half-layout tables whatever spec.layout says, and does not
+    # raise Unsupported for the interleaved scripts: those fail, as they must (issue 23: a skip only
+    # on the adapter's word). The half-layout scripts are the ones it is written for.
+    assert all(v in ("pass", "acceptable") for (name, dtype), v in verdicts.items()
+               if dtype == "float32" and not name.startswith("interleaved-"))
+    assert verdicts[("interleaved-two-offsets", "float32")] == "fail"
     # transformers casts its non-persistent frequency buffers with the module (design.md)
     assert verdicts[("cast-to-dtype", "bfloat16")] == "fail"
     assert verdicts[("dynamic-long-then-short", "bfloat16")] in ("pass", "acceptable")

@@ -19,6 +19,7 @@ from conformance.rope import diagnosis as dg  # noqa: E402
 from conformance.rope.spec import RopeSpec  # noqa: E402
 from reference import rope as rr  # noqa: E402
 from reference.golden.fresh import Draw, fresh_cases  # noqa: E402
+from reference.golden.shapes import TAIL_LENGTHS  # noqa: E402
 from reference.rope import vectors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def test_matrix_covers_every_required_shape():
     assert {b for b, s, *_ in decode} == set(vectors.DECODE_BATCHES) == {2, 7, 64}
     assert all(s == 1 for _, s, *_ in decode)
     seqs = {s for k, (b, s, *_) in sizes.items() if k.startswith("shape-seq-")}
-    assert seqs == {1, 3, 63, 64, 65, 113, 127, 128, 129, 1000}
+    assert seqs == {1, 3, 63, 64, 65, 113, 127, 128, 129, 257, 1000}
     heads = {h for k, (b, s, h, *_) in sizes.items() if k.startswith("shape-heads-")}
     assert heads == {1, 3, 8, 32, 40, 64}
     partial = {(d, r) for k, (*_, d, r) in sizes.items() if k.startswith("shape-dim-")}
@@ -94,7 +95,11 @@ def test_tensor_layout_and_inplace_cases_carry_their_parameters():
 def test_sample_is_one_case_of_each_kind_and_the_same_in_full():
     sample = [c for c in fresh_cases("rope.apply", 5) if "/shape-" in c.id]
     full = {c.id: c for c in fresh_cases("rope.apply", 5, shapes="full")}
-    assert len(sample) == len(vectors.SAMPLE_KINDS)
+    # one of each sampled kind, plus every just-past-tile length (65, 129, 257) in both layouts
+    assert len(sample) == len(vectors.SAMPLE_KINDS) + 2 * len(TAIL_LENGTHS)
+    for n in TAIL_LENGTHS:
+        for layout in ("half", "interleaved"):
+            assert any(c.id.endswith(f"/shape-seq-{n}-{layout}") for c in sample), (n, layout)
     assert not any("-bhsd-" in c.id or "-thd-" in c.id for c in sample)  # full matrix only
     for c in sample:
         assert c.id in full
@@ -292,7 +297,7 @@ def test_default_run_stays_fast():
     assert report.summary()["overall"] == "pass"
     assert time.perf_counter() - start < 30.0
     shapes = [c for c in report.cases if "/shape-" in c.id]
-    assert len({c.id for c in shapes}) == len(vectors.SAMPLE_KINDS)
+    assert len({c.id for c in shapes}) == len(vectors.SAMPLE_KINDS) + 2 * len(TAIL_LENGTHS)
     # graded, or skipped on the example's own word for the pair layout it does not take
     assert all(c.verdict in ("pass", "acceptable") or "half layout only" in c.notes[0] for c in shapes)
     assert any(c.verdict != "skip" for c in shapes)

@@ -12,6 +12,12 @@ def positive(name, value):
     return float(value)
 
 
+def non_negative(name, value):
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"scaling: {name} must be a non-negative finite number, got {value!r}")
+    return float(value)
+
+
 def at_least_one(name, value):
     value = positive(name, value)
     if value < 1:

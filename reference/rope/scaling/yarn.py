@@ -11,18 +11,24 @@ paper: Peng et al., arXiv 2309.00071, eqs. 17-20):
     theta'_i = theta_i / s * ramp_i + theta_i * (1 - ramp_i)
 
 L is ``original_max_position_embeddings``, s = ``factor``. The attention factor (a multiplier
-on cos and sin) is ``attention_factor`` when given; else get_mscale(s, mscale) /
-get_mscale(s, mscale_all_dim) when both are given (DeepSeek); else get_mscale(s) = 0.1 ln s + 1
-(paper eq. 22), with get_mscale(s, m) = 1 for s <= 1 and 0.1 m ln s + 1 otherwise.
+on cos and sin) is, as HF's ``_compute_yarn_parameters`` decides it:
+
+- ``attention_factor`` when given (the final value: Laguna-XS.2 sets 1.0 at factor 64);
+- else get_mscale(s, mscale) / get_mscale(s, mscale_all_dim) when both are given and non-zero
+  (HF tests ``if mscale and mscale_all_dim``; DeepSeek-V2's 0.707 / 0.707 gives 1);
+- else get_mscale(s) = 0.1 ln s + 1 (paper eq. 22): also when mscale_all_dim is 0 (Qwen3.6's
+  mscale 1, mscale_all_dim 0), whatever mscale is;
+
+with get_mscale(s, m) = 1 for s <= 1 and 0.1 m ln s + 1 otherwise.
 """
 
 import mpmath
 
-from ._params import at_least_one, flag, length, positive
+from ._params import at_least_one, flag, length, non_negative, positive
 
 REQUIRED = {"factor": at_least_one, "original_max_position_embeddings": length}
 OPTIONAL = {"beta_fast": positive, "beta_slow": positive, "attention_factor": positive,
-            "mscale": positive, "mscale_all_dim": positive, "truncate": flag}
+            "mscale": non_negative, "mscale_all_dim": non_negative, "truncate": flag}
 SOURCE = "https://arxiv.org/abs/2309.00071"
 
 
@@ -37,7 +43,7 @@ def get_mscale(s, m=1):
 def attention_factor(s, params):
     if "attention_factor" in params:
         return mpmath.mpf(params["attention_factor"])
-    if "mscale" in params and "mscale_all_dim" in params:
+    if params.get("mscale") and params.get("mscale_all_dim"):  # HF: both given and non-zero
         return get_mscale(s, params["mscale"]) / get_mscale(s, params["mscale_all_dim"])
     return get_mscale(s)
 
