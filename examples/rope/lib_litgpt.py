@@ -20,10 +20,11 @@ and stored at (i, i + r/2), as HF's ``apply_rotary_pos_emb_interleave``): q . k 
 because q and k are permuted alike, so litgpt's attention is right. The adapter puts the pairs
 back in place so that the rotation itself is graded against the interleaved layout.
 
-Tables: ``GPT.rope_cache`` tabulates positions 0 .. max_seq_length - 1 in float32; the adapter sets
-``max_seq_length`` to max position + 1 and reads the rows with ``batched_index_select``, as
-``GPT.forward`` does with ``input_pos``. Positions of 2^17 and beyond (tables of gigabytes)
-raise Unsupported. Tensor layouts: litgpt rotates q [B, n_head, T, head_size] (``bhsd``); the
+Tables: ``GPT.rope_cache`` tabulates positions 0 .. max_seq_length - 1 in float32, once per model
+(again when ``max_seq_length`` grows); the adapter keeps the tables of the last few
+configurations, built for max position + 1 rows (again when a case needs more), and reads the
+rows with ``batched_index_select``, as ``GPT.forward`` does with ``input_pos``. Positions of
+2^17 and beyond (tables of gigabytes) raise Unsupported. Tensor layouts: litgpt rotates q [B, n_head, T, head_size] (``bhsd``); the
 adapter transposes ``bshd`` and puts a ``thd`` batch in one row. litgpt's ``Config`` is built
 once per call (cheap); the model itself is never built.
 
@@ -75,14 +76,24 @@ def _tables(positions, spec):
     if length > MAX_POSITIONS:
         raise Unsupported(f"litgpt tabulates cos/sin up to max_seq_length; positions past {MAX_POSITIONS - 1} "
                           "are not built here")
-    config = Config(n_layer=1, n_head=1, n_embd=spec.head_dim, head_size=spec.head_dim, block_size=length,
-                    rotary_percentage=spec.rotary_dim / spec.head_dim, rope_base=spec.base,
-                    rope_adjustments=_adjustments(spec), rope_interleave=spec.layout == "interleaved")
-    if config.rope_n_elem != spec.rotary_dim:
-        raise Unsupported(f"rotary_percentage {config.rotary_percentage} gives rope_n_elem {config.rope_n_elem}, "
-                          f"not {spec.rotary_dim}")
-    cos, sin = GPT.rope_cache(SimpleNamespace(config=config, max_seq_length=length), device=positions.device)
+    adjustments = _adjustments(spec)
+    key = (spec.head_dim, spec.rotary_dim, spec.base, repr(adjustments), str(positions.device))
+    cos, sin = _TABLES.pop(key, (None, None))
+    if cos is None or cos.shape[0] < length:
+        config = Config(n_layer=1, n_head=1, n_embd=spec.head_dim, head_size=spec.head_dim, block_size=length,
+                        rotary_percentage=spec.rotary_dim / spec.head_dim, rope_base=spec.base,
+                        rope_adjustments=adjustments)
+        if config.rope_n_elem != spec.rotary_dim:
+            raise Unsupported(f"rotary_percentage {config.rotary_percentage} gives rope_n_elem "
+                              f"{config.rope_n_elem}, not {spec.rotary_dim}")
+        cos, sin = GPT.rope_cache(SimpleNamespace(config=config, max_seq_length=length), device=positions.device)
+    _TABLES[key] = cos, sin
+    while len(_TABLES) > 4:
+        _TABLES.pop(next(iter(_TABLES)))
     return batched_index_select(cos, 0, positions), batched_index_select(sin, 0, positions)
+
+
+_TABLES = {}  # configuration -> (cos, sin) of GPT.rope_cache, most recent last
 
 
 def _rotate(q, cos, sin, spec):

@@ -18,9 +18,10 @@ and fail the half ones as layout-swapped: a bug of the adapter, not of torchtune
 - ``cache``: the same modules' table (``cache[..., 0]`` is cos, ``[..., 1]`` sin, pair
   order) read at the positions.
 
-The table is built for max position + 1 entries, as a user sets ``max_seq_len`` to the context;
-positions of 2^17 and beyond (past Llama 3.1's 131072-token context, where the table would take
-gigabytes) raise Unsupported. Tensor layouts: torchtune takes x [b, s, n_h, h_d]; the adapters
+A model builds its module once and calls it with every batch; so does the adapter: one module per
+configuration (the last few kept), rebuilt with a longer table when a case needs positions past
+its ``max_seq_len`` (a table of 2^17 rows takes seconds to build). Positions of 2^17 and beyond
+(past Llama 3.1's 131072-token context, where the table would take gigabytes) raise Unsupported. Tensor layouts: torchtune takes x [b, s, n_h, h_d]; the adapters
 transpose ``bhsd`` and add a batch axis to ``thd`` (positions restart per sequence: the table
 lookup does not care). Needs ``torchtune`` and a ``torchao`` it can import (the ``test`` extra);
 the tests skip without them.
@@ -56,17 +57,34 @@ def _rotary(spec, length, layout=True):
     params = dict(spec.scaling or {})
     rope_type = params.get("rope_type") or params.get("type") or "default"
     if rope_type == "default":
-        return RotaryPositionalEmbeddings(dim=spec.head_dim, max_seq_len=length, base=spec.base)
+        return _built(("default", spec.head_dim, spec.base), length,
+                      lambda n: RotaryPositionalEmbeddings(dim=spec.head_dim, max_seq_len=n, base=spec.base))
     if rope_type == "llama3":
         return _llama3(spec, params, length)
     raise Unsupported(f"torchtune implements no {rope_type!r} RoPE scaling (Llama3ScaledRoPE: llama3 only)")
 
 
 def _llama3(spec, params, length):
-    return Llama3ScaledRoPE(dim=spec.head_dim, max_seq_len=length, base=spec.base,
-                            scale_factor=params["factor"], low_freq_factor=params["low_freq_factor"],
-                            high_freq_factor=params["high_freq_factor"],
-                            old_context_len=params["original_max_position_embeddings"])
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    return _built(("llama3", spec.head_dim, spec.base) + tuple(params[k] for k in keys), length,
+                  lambda n: Llama3ScaledRoPE(dim=spec.head_dim, max_seq_len=n, base=spec.base,
+                                             scale_factor=params["factor"], low_freq_factor=params["low_freq_factor"],
+                                             high_freq_factor=params["high_freq_factor"],
+                                             old_context_len=params["original_max_position_embeddings"]))
+
+
+_MODULES = {}  # configuration -> module, most recent last
+
+
+def _built(key, length, build):
+    """The module of this configuration, built once (again with a longer table when needed)."""
+    module = _MODULES.pop(key, None)
+    if module is None or module.max_seq_len < length:
+        module = build(length)
+    _MODULES[key] = module
+    while len(_MODULES) > 4:
+        _MODULES.pop(next(iter(_MODULES)))
+    return module
 
 
 def _run(rope, x, positions, spec):
