@@ -24,9 +24,9 @@ Tables: ``GPT.rope_cache`` tabulates positions 0 .. max_seq_length - 1 in float3
 (again when ``max_seq_length`` grows); the adapter keeps the tables of the last few
 configurations, built for max position + 1 rows (again when a case needs more), and reads the
 rows with ``batched_index_select``, as ``GPT.forward`` does with ``input_pos``. Positions of
-2^17 and beyond (tables of gigabytes) raise Unsupported. Tensor layouts: litgpt rotates q [B, n_head, T, head_size] (``bhsd``); the
-adapter transposes ``bshd`` and puts a ``thd`` batch in one row. litgpt's ``Config`` is built
-once per call (cheap); the model itself is never built.
+2^17 and beyond (tables of gigabytes) raise Unsupported. Tensor layouts: litgpt rotates q
+[B, n_head, T, head_size] (``bhsd``); the adapter transposes ``bshd`` and puts a ``thd`` batch in
+one row. The model itself is never built: ``GPT.rope_cache`` only reads its config and length.
 
 Needs ``litgpt`` (and lightning, which its package imports). Its metadata pins
 ``huggingface-hub<1.4``, which transformers 5 refuses; it imports and runs with hub 2.x, so the

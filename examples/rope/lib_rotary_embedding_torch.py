@@ -3,8 +3,8 @@ adapter as a user would write it.
 
 The library pairs features (2i, 2i+1) (interleaved layout) and supports partial rotary (it rotates
 the first ``dim`` features). ``apply`` is the rope.apply adapter; ``module`` the rope.module
-factory (``RotaryEmbedding`` held in a module, called step after step). Needs ``rotary-embedding-torch`` (the ``test`` extra); the tests skip
-without it.
+factory (``RotaryEmbedding`` held in a module, called step after step). Needs
+``rotary-embedding-torch`` (the ``test`` extra); the tests skip without it.
 """
 
 import torch

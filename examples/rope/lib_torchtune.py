@@ -21,9 +21,9 @@ and fail the half ones as layout-swapped: a bug of the adapter, not of torchtune
 A model builds its module once and calls it with every batch; so does the adapter: one module per
 configuration (the last few kept), rebuilt with a longer table when a case needs positions past
 its ``max_seq_len`` (a table of 2^17 rows takes seconds to build). Positions of 2^17 and beyond
-(past Llama 3.1's 131072-token context, where the table would take gigabytes) raise Unsupported. Tensor layouts: torchtune takes x [b, s, n_h, h_d]; the adapters
-transpose ``bhsd`` and add a batch axis to ``thd`` (positions restart per sequence: the table
-lookup does not care). Needs ``torchtune`` and a ``torchao`` it can import (the ``test`` extra);
+(past Llama 3.1's 131072-token context, where the table would take gigabytes) raise Unsupported.
+Tensor layouts: torchtune takes x [b, s, n_h, h_d]; the adapters transpose ``bhsd`` and add a
+batch axis to ``thd`` (positions restart per sequence: the table lookup does not care). Needs ``torchtune`` and a ``torchao`` it can import (the ``test`` extra);
 the tests skip without them.
 """
 
