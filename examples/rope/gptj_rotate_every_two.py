@@ -23,6 +23,8 @@ def apply(x, positions, spec):
         raise Unsupported("x [batch, seq, heads, head_dim] only")
     if spec.layout != "interleaved":
         raise Unsupported("rotate_every_two pairs (2i, 2i+1): interleaved layout only")
+    if spec.scaling is not None:
+        raise Unsupported("GPT-J has no RoPE scaling")
     r = spec.rotary_dim
     inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2, device=x.device).float() / r))
     sinusoid = positions[..., None].float() * inv_freq  # [batch, seq, r/2]
