@@ -6,4 +6,4 @@ every family: the identity registry (``reference.identities``) and the golden-ve
 (``reference.golden``). docs/design.md describes the layout.
 """
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"

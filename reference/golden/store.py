@@ -27,7 +27,7 @@ import numpy as np
 
 from reference.golden.npzio import read_npz
 
-SUITE_VERSION = "0.4.0"
+SUITE_VERSION = "0.5.0"
 MANIFEST_NAME = "MANIFEST.json"
 ENV_VAR = "POSREF_VECTORS_DIR"  # overrides where vectors_dir() looks
 

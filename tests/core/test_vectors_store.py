@@ -78,7 +78,7 @@ def test_family_params_schema_rejects_broken_parameters(spoil):
 def test_manifest_is_valid_and_its_digest_is_the_documented_rule():
     manifest = store.load_manifest()
     assert list(_validator("manifest.schema.json").iter_errors(manifest)) == []
-    assert manifest["suite_version"] == store.SUITE_VERSION == "0.4.0"
+    assert manifest["suite_version"] == store.SUITE_VERSION == "0.5.0"
     lines = ""
     for rel in sorted(manifest["files"]):
         data = (VECTORS / rel).read_bytes()
