@@ -74,9 +74,16 @@ def hf_rotate_half(x, positions, spec):
     return _half_from_angles(x, _angles_f32(positions, spec.rotary_dim, spec.base), spec.rotary_dim)
 
 
+def _interleaved_only(spec) -> None:
+    # Code written for one pair layout says so: posref grades every case it does not refuse.
+    if spec.layout != "interleaved":
+        raise Unsupported("pairs (2i, 2i+1) only")
+
+
 def meta_complex(x, positions, spec):
     """Meta Llama ``precompute_freqs_cis`` + ``apply_rotary_emb`` (interleaved pairs)."""
     _unscaled(spec)
+    _interleaved_only(spec)
     r = spec.rotary_dim
     freqs = _angles_f32(positions, r, spec.base)
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs)  # complex64 [b, s, r/2]
@@ -89,6 +96,7 @@ def meta_complex(x, positions, spec):
 def gptj_every_two(x, positions, spec):
     """HF GPT-J ``create_sinusoidal_positions`` + ``apply_rotary_pos_emb`` (interleaved pairs)."""
     _unscaled(spec)
+    _interleaved_only(spec)
     r = spec.rotary_dim
     # GPT-J: inv_freq from int64 arange / dim (true division gives float32), einsum in float32.
     inv = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.int64, device=x.device) / r))

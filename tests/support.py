@@ -53,8 +53,10 @@ def reference_adapter(x, positions, spec):
 
 
 def fixed_interleaved(x, positions, spec):
-    """Ignores spec.layout: always pairs (2i, 2i+1) (Meta / GPT-J)."""
-    return style("meta_complex")(x, positions, spec)
+    """Ignores spec.layout: always pairs (2i, 2i+1) (Meta / GPT-J), never refusing the half layout."""
+    from dataclasses import replace
+
+    return style("meta_complex")(x, positions, replace(spec, layout="interleaved"))
 
 
 def swapped_layout(x, positions, spec):
