@@ -57,10 +57,10 @@ KNOWN_FAULTS = {
         lambda params, dtype, case_id: _rope_type(params) == "yarn",
         "litgpt's YaRN tables: ramp reversed, attention factor left at 1 (issue 23)"),
     ("rope/module_transformers.py", "rope.module"): (
-        lambda params, dtype, case_id: "/cast-" in case_id and dtype != "float32",
+        lambda params, dtype, case_id: params.get("cast", False) and dtype != "float32",
         "transformers casts inv_freq with module.to(dtype) (docs/design.md, rope.module)"),
     ("rope/lib_rotary_embedding_torch.py", "rope.module"): (
-        lambda params, dtype, case_id: "/cast-" in case_id and dtype != "float32",
+        lambda params, dtype, case_id: params.get("cast", False) and dtype != "float32",
         "rotary-embedding-torch's freqs is a Parameter: module.to(dtype) rounds it, and the "
         "positions are cast to its dtype"),
 }
