@@ -9,7 +9,6 @@ the buggy examples graded end to end on the catalog, where every failing case mu
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
