@@ -7,6 +7,9 @@
   once it is spent the remaining calls are "not run" the same way.
 - In-process (no ``--isolate``) a timed-out call keeps running in a background thread: the guard
   counts them (``background``) so the report can say so.
+- Under ``posref conform`` it tells the supervising process (conformance.supervise) when its clock
+  starts and when each call starts (with its limit) and ends: a call that holds the interpreter
+  cannot time out here, and the supervisor ends the run instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from typing import Optional
 
 from conformance.isolation import Invoker, Outcome
+from conformance.supervise import emit
 
 STREAK = 2
 DEFAULT_MAX_TIME = 600.0  # seconds for a whole run unless --max-time says otherwise (issue 9: 10 min)
@@ -32,6 +36,7 @@ class RunGuard(Invoker):
         self.streak = 0
         self.background = 0
         self.stopped: Optional[str] = None
+        emit({"ev": "guard", "max_time": max_time})
 
     def start(self) -> None:
         start = getattr(self.inner, "start", None)
@@ -56,7 +61,11 @@ class RunGuard(Invoker):
                 self.inner.timeout = min(self.per_call if self.per_call is not None else math.inf, left)
         if self.stopped is not None:
             return Outcome("timeout", None, self.stopped, "")
-        out = make_call()
+        emit({"ev": "call", "limit": getattr(self.inner, "timeout", None)})
+        try:
+            out = make_call()
+        finally:
+            emit({"ev": "done"})
         if out.kind != "timeout":
             self.streak = 0
             return out

@@ -6,7 +6,7 @@ document.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 VERDICTS = ("pass", "fail", "error", "skip", "acceptable")
@@ -60,6 +60,11 @@ class CaseResult:
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries
 
+    @classmethod
+    def from_json(cls, data: dict) -> "CaseResult":
+        """The inverse of to_json (unknown keys ignored)."""
+        return cls(**_known(cls, data))
+
 
 @dataclass
 class IdentityResult:
@@ -75,6 +80,20 @@ class IdentityResult:
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries
+
+    @classmethod
+    def from_json(cls, data: dict) -> "IdentityResult":
+        """The inverse of to_json (unknown keys ignored)."""
+        return cls(**_known(cls, data))
+
+
+def _known(cls, data: dict) -> dict:
+    """data's keys that are fields of the dataclass cls, with diagnoses as Diagnosis entries."""
+    names = {f.name for f in fields(cls)}
+    kept = {k: v for k, v in data.items() if k in names}
+    if "diagnoses" in kept:
+        kept["diagnoses"] = [Diagnosis(**d) for d in kept["diagnoses"] or []]
+    return kept
 
 
 @dataclass
@@ -130,3 +149,12 @@ class Report:
             "baseline": self.baseline,
             "training": self.training,
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Report":
+        """The inverse of to_json: the summary is computed again, not read."""
+        kept = _known(cls, data)
+        kept["cases"] = [CaseResult.from_json(c) for c in data.get("cases") or []]
+        kept["identities"] = [IdentityResult.from_json(i) for i in data.get("identities") or []]
+        kept["notes"] = list(data.get("notes") or [])
+        return cls(**kept)

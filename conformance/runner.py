@@ -618,6 +618,10 @@ def run(
     else:
         inner = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
     invoker = RunGuard(inner, max_time=opts.max_time, keep_going=opts.keep_going)
+    if hasattr(progress, "planned"):  # the supervised command (conformance.supervise): what is to come
+        plan_dtypes = (None,) if proto.dtype_free else opts.dtypes
+        progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target))
+                                  for c in cases for d in plan_dtypes])
     try:
         if opts.isolate:
             invoker.start()  # load errors are UsageErrors: surface them before grading

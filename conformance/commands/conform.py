@@ -150,6 +150,7 @@ def run(args) -> int:
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
+    _tell_supervisor(args, opts)
     fn = None if args.isolate else load_target(args.target)
     # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
     from conformance.reports.terminal import default_console
@@ -157,7 +158,7 @@ def run(args) -> int:
     reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None,
                                 verbosity=args.verbosity)
     try:
-        report = run_grading(fn, opts, target=args.target, progress=reporter)
+        report = run_grading(fn, opts, target=args.target, progress=_watched(reporter))
     except IntegrityError as exc:
         reporter.close()
         print(f"posref: error: {exc}", file=sys.stderr)
@@ -175,6 +176,25 @@ def run(args) -> int:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write a report: {exc}") from None
     return exit_code(report)
+
+
+def _tell_supervisor(args, opts) -> None:
+    """Under the ``posref`` command (conformance.supervise): the run's limits and report paths, so
+    that the supervisor can end the run and write the reports itself if the adapter holds this
+    process."""
+    from conformance.supervise import emit
+
+    emit({"ev": "start", "timeout": opts.timeout, "max_time": opts.max_time, "isolate": bool(opts.isolate),
+          "json": args.json, "junit": args.junit, "markdown": args.markdown, "plot": args.plot,
+          "write_expected_failures": args.write_expected_failures,
+          "expected_failures": args.expected_failures, "verbosity": args.verbosity})
+
+
+def _watched(reporter):
+    """The progress reporter, telling the supervisor of each planned and finished case."""
+    from conformance.supervise import Progress, supervised
+
+    return Progress(reporter) if supervised() else reporter
 
 
 def _check_report_paths(args) -> None:
