@@ -351,6 +351,7 @@ def _supervise(argv) -> int:
     if reading:
         _drain(read_end, watch)  # what was written before the end; never waits for EOF
     os.close(read_end)
+    _kill_leftovers(proc.pid)  # what the adapter left in the grading process's group (a forked child)
     if why is not None and why[0] == "exited":
         return watch.exit_code
     if why is not None:
@@ -362,6 +363,15 @@ def _supervise(argv) -> int:
           "(os._exit, a signal?), so verdicts and reports are missing or incomplete; grade such code "
           "with --isolate", file=sys.stderr)
     return 1
+
+
+def _kill_leftovers(pgid: int) -> None:
+    """SIGKILL what is left of the grading process's group (its leader is reaped by now, and a
+    group's id is not reused while the group has members)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _drain(fd: int, watch: _Watch) -> bool:

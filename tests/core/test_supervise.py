@@ -161,6 +161,40 @@ def apply(x, positions, spec):
     assert json.loads((tmp_path / "r.json").read_text())["summary"]["overall"] == "pass"
 
 
+def test_a_forked_child_holding_the_pipe_does_not_keep_the_command_alive(tmp_path):
+    """The supervisor read the grading process's pipe to its end, which a forked child of the
+    adapter holds open: it waited for that child. It reads what is there, and the adapter's
+    leftovers in the grading process's group are killed."""
+    pid_file = tmp_path / "pid"
+    target = _adapter(tmp_path, f"""
+import os, time
+_child = []
+def apply(x, positions, spec):
+    if not _child:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        _child.append(pid)
+        with open({str(pid_file)!r}, "w") as f:
+            f.write(str(pid))
+    return correct(x, positions, spec)
+""")
+    try:
+        code, out, err, took = _posref([target, "--protocol", "rope.apply", "--cases", f"{SUBSET[:-1]}prefill-8",
+                                        "--dtype", "float32", "--no-fresh", "--json", str(tmp_path / "r.json")],
+                                       timeout=90)
+        assert code == 0, err
+        child = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while not _gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(child), "the adapter's forked child outlived the run"
+    finally:
+        if pid_file.exists():
+            _kill(int(pid_file.read_text()))
+
+
 STOP_IN_PROCESS = """
 import os, signal
 def apply(x, positions, spec):
