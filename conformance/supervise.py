@@ -266,23 +266,24 @@ class _Watch:
         if self.start is None:
             return None
         if self.t_graded is not None:
-            if now > self.t_graded + REPORT_ALLOWANCE:
-                return ("run", f"writing the reports did not end within {REPORT_ALLOWANCE:g} s (the adapter's "
-                        "objects kept the grading process busy?); grade such code with --isolate")
-            return None
+            if now <= self.t_graded + REPORT_ALLOWANCE:
+                return None
+            return ("run", (f"writing the reports did not end within {REPORT_ALLOWANCE:g} s (the adapter's "
+                            "objects kept the grading process busy?); grade such code with --isolate"))
         max_time = self._limit("max_time")
         if self.t_guard is None:
-            if max_time is not None and now > self.t_start + max_time + SETUP_ALLOWANCE:
-                return ("run", f"loading the adapter did not end within --max-time {max_time:g} s "
-                        f"(+{SETUP_ALLOWANCE:g} s); grade such code with --isolate")
-            return None
-        if self.call is not None and self.call[1] is not None and not self.start.get("isolate"):
-            if now > self.call[0] + self.call[1] + CALL_GRACE:
-                return ("call", HUNG_IN_PROCESS)
+            if max_time is None or now <= self.t_start + max_time + SETUP_ALLOWANCE:
+                return None
+            return ("run", (f"loading the adapter and the vectors did not end within --max-time {max_time:g} s "
+                            f"(+{SETUP_ALLOWANCE:g} s); grade such code with --isolate"))
+        in_process = not self.start.get("isolate")
+        if in_process and self.call is not None and self.call[1] is not None \
+                and now > self.call[0] + self.call[1] + CALL_GRACE:
+            return ("call", HUNG_IN_PROCESS)
         if max_time is not None and now > max(self.t_guard + max_time, self.t_last) + RUN_GRACE:
-            return ("run", f"the run did not end within --max-time {max_time:g} s (+{RUN_GRACE:g} s): the adapter "
-                    "kept the grading process busy (an in-process hang that holds the GIL, a __del__ that loops?); "
-                    "grade such code with --isolate")
+            return ("run", (f"the run did not end within --max-time {max_time:g} s (+{RUN_GRACE:g} s): the "
+                            "adapter kept the grading process busy (an in-process hang that holds the GIL, a "
+                            "__del__ that loops?); grade such code with --isolate"))
         return None
 
 
