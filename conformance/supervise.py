@@ -329,9 +329,10 @@ def _supervise(argv) -> int:
                 time.sleep(0.1)
             pid, wstatus = os.waitpid(proc.pid, os.WNOHANG | os.WUNTRACED)
             if pid and os.WIFSTOPPED(wstatus):
-                _kill_group(proc.pid, signal.SIGCONT)  # stopped by the adapter: the limits keep counting
-                continue
-            if pid:
+                # Stopped by the adapter: continued, and the limits keep counting (no `continue`
+                # here: an adapter that stops it again and again must still meet the deadlines).
+                _kill_group(proc.pid, signal.SIGCONT)
+            elif pid:
                 status = os.waitstatus_to_exitcode(wstatus)
                 break
             if fatal:
