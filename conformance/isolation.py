@@ -16,7 +16,8 @@ Two invokers share that contract (``make_invoker`` picks one):
   running in the background (and may keep a core busy) while the run goes on. Hard crashes take
   the whole run down. Use ``--isolate`` for implementations that may hang or crash.
 * Isolated (``isolate=True``, POSIX): a server process (a fresh interpreter started with
-  ``subprocess`` over private sockets; stdout and stderr are inherited) imports torch and loads
+  ``subprocess`` over private sockets; its stdout goes to our stderr, so that what the adapter
+  prints cannot corrupt a report on our stdout (``--json -``)) imports torch and loads
   TARGET itself through ``conformance.loader.load_target`` once, then forks a worker that serves
   the calls. Arguments go there as pickles; everything that comes back (results, and the server's
   own messages, since the adapter's code runs there) is plain data in conformance/wire.py's
@@ -30,10 +31,21 @@ Two invokers share that contract (``make_invoker`` picks one):
   of milliseconds), not the seconds of a new interpreter importing torch, and the start-up is
   never counted against the timeout. Everything runs in its own process group: ``close()`` (also
   run by a finalizer at interpreter exit) kills and reaps it, and the server and the worker exit
-  by themselves when their parent dies, even while the adapter is stuck in a loop. The server
+  by themselves when their parent dies, even while the adapter is stuck in a loop or stopped
+  (Linux: a parent-death SIGKILL; elsewhere they poll their parent). What the adapter starts in
+  a session of its own (a daemon, a double fork) is killed too, after a crash or a timeout and at
+  the end (Linux: the server is a child subreaper and kills every descendant it finds in /proc,
+  stopping them first; elsewhere the process group is what is killed). The server
   never runs the adapter itself, so forked workers can initialise CUDA; where loading TARGET has
   already initialised CUDA (or POSREF_ISOLATE_NO_FORK=1 is set, for targets whose import starts
   threads), the server serves the calls without forking and a restart starts a new interpreter.
+
+Nothing the isolated processes write can stall or exhaust the runner: replies and control
+messages are read with the call's deadline and a size limit (``MAX_REPLY_BYTES``; a longer
+announced reply is an error verdict and the worker is replaced), arguments are sent with the same
+deadline, anything malformed is a verdict (or, while starting, one ``IsolationError`` line), and
+faulthandler's crash dump goes to an unlinked temporary file shared by descriptor, read back with
+a bounded ``pread``: no path to replace or to leave behind.
 
 A real Ctrl-C (SIGINT) stops the run in both modes. A KeyboardInterrupt that the adapter raises
 itself is a verdict like any other exception ("raised"): in-process, a SIGINT handler installed
@@ -350,7 +362,7 @@ def _wait_fd(fd: int, event: int, deadline: Optional[float]) -> None:
                 return
 
 
-def _read_exactly(fd: int, n: int, deadline: Optional[float], started: bool) -> bytes:
+def _read_exactly(fd: int, n: int, deadline: Optional[float], started: bool) -> bytearray:
     """n bytes from fd, read as they arrive. EOFError at end of stream, TimeoutError past the
     deadline when nothing was read and ``started`` is false, _Truncated when part was."""
     buf = bytearray(n)
@@ -370,10 +382,10 @@ def _read_exactly(fd: int, n: int, deadline: Optional[float], started: bool) -> 
         if k == 0:
             raise EOFError("end of stream")
         got += k
-    return bytes(buf)
+    return buf  # no copy: a reply may be large
 
 
-def _recv_frame(conn, deadline: Optional[float], limit: int) -> bytes:
+def _recv_frame(conn, deadline: Optional[float], limit: int) -> bytearray:
     """One message framed as multiprocessing.connection frames it (a 4-byte big-endian signed
     length, or -1 and an 8-byte length, then the bytes), read from ``conn``'s descriptor.
 
