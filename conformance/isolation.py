@@ -341,7 +341,7 @@ def _real_sigint_marked():
 # allocates whatever length a frame announces.
 
 
-class _FrameTooLarge(wire.WireError):
+class FrameTooLarge(wire.WireError):
     """A frame announces more bytes than the reader accepts (nothing of it is read)."""
 
 
@@ -390,7 +390,7 @@ def _recv_frame(conn, deadline: Optional[float], limit: int) -> bytearray:
     length, or -1 and an 8-byte length, then the bytes), read from ``conn``'s descriptor.
 
     TimeoutError when nothing came before ``deadline``; _Truncated (a TimeoutError) when only part
-    of the frame did; EOFError at end of stream; _FrameTooLarge for a length over ``limit``
+    of the frame did; EOFError at end of stream; FrameTooLarge for a length over ``limit``
     (before anything is allocated); WireError for a negative length. Reads only what the frame
     holds, so the next message stays in place."""
     fd = conn.fileno()
@@ -400,7 +400,7 @@ def _recv_frame(conn, deadline: Optional[float], limit: int) -> bytearray:
     elif size < 0:
         raise wire.WireError(f"a frame of negative length {size}")
     if size > limit:
-        raise _FrameTooLarge(f"a message of {size} bytes, more than the limit of {limit}")
+        raise FrameTooLarge(f"a message of {size} bytes, more than the limit of {limit}")
     return _read_exactly(fd, size, deadline, True)
 
 
@@ -1157,7 +1157,8 @@ def make_invoker(
 
     options (isolated only): loader ("module:function" that turns TARGET into the callable;
     default conformance.loader:load_target), preload (modules the child imports before it
-    reports ready, default ("torch",)), startup_timeout (seconds, default 120).
+    reports ready, default ("torch",)), startup_timeout (seconds, default 120), max_reply_bytes
+    (the largest reply accepted, default MAX_REPLY_BYTES).
     """
     if isolate:
         return IsolatedInvoker(target, fn=fn, timeout=timeout, **options)

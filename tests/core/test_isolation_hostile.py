@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
+import random
 import subprocess
 import sys
 import tempfile
@@ -232,6 +232,11 @@ GARBAGE_AT_IMPORT = {
     "huge": 'os.write(fd, b"\\xff\\xff\\xff\\xff" + (1 << 40).to_bytes(8, "big"))',
     "negative": 'os.write(fd, b"\\xff\\xff\\xff\\xf0")',
 }
+
+
+_NOISE = random.Random(24)
+for _n in (1, 3, 7, 64):
+    GARBAGE_AT_IMPORT[f"random-{_n}"] = f"os.write(fd, {bytes(_NOISE.randrange(256) for _ in range(_n))!r})"
 
 
 def _garbage_target(tmp_path, kind):
