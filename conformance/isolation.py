@@ -664,8 +664,11 @@ def _kill_tree(root: int, *, include_root: bool, rounds: int = 100) -> None:
         for pid in new:
             _signal(pid, signal.SIGSTOP)
         stopped |= new
+    # Kill what is still in the tree (stopped, nothing in it can have left); a pid that is no
+    # longer there ended meanwhile and may have been reused by another process: let that one go.
+    tree = _descendants(root) | ({root} if include_root else set())
     for pid in stopped:
-        _signal(pid, signal.SIGKILL)
+        _signal(pid, signal.SIGKILL if pid in tree else signal.SIGCONT)
 
 
 def _reap_children(timeout: float = 2.0) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,16 @@ HOSTILE = textwrap.dedent(
                 os.abort()
             if action == "helpers_hang":
                 time.sleep(300)
+            return "started"
+        if action == "walker":
+            # A process that keeps moving: it forks and exits, again and again, in its own
+            # session, so that a pid read from /proc is gone by the time it is signalled.
+            code = ("import os, sys, time\\n"
+                    "for _ in range(20000):\\n"
+                    "    time.sleep(0.005)\\n"
+                    "    if os.fork():\\n"
+                    "        os._exit(0)\\n")
+            subprocess.Popen([sys.executable, "-c", code, args[0]], start_new_session=True)
             return "started"
         if action == "print":
             print("chatter from the adapter", flush=True)
@@ -431,6 +442,48 @@ def test_helpers_of_a_crashed_or_hung_worker_are_killed_with_it(hostile, tmp_pat
         # killed when the worker is replaced, before the run goes on
         assert not _all_gone(helpers), "a helper outlived its crashed or hung worker"
         assert inv.call("double", 1).value == 2
+
+
+def _marked(marker: str) -> list:
+    """Live processes whose command line carries ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if marker.encode() in f.read() and _alive(int(name)):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.skipif(not LINUX, reason="descendants are found through /proc")
+def test_a_helper_that_keeps_forking_away_does_not_outlive_the_run(hostile, tmp_path):
+    marker = f"posref-walker-{tmp_path.name}"
+    inv = make_invoker(None, hostile, isolate=True, timeout=30, preload=())
+    try:
+        assert inv.call("walker", marker).value == "started"
+        time.sleep(0.5)
+        assert _marked(marker), "the walker did not start"
+    finally:
+        inv.close()
+    deadline = time.monotonic() + 5
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _marked(marker)
+    for _ in range(50):  # clean up after a failure: catch the walker stopped, then kill it
+        pids = _marked(marker)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+        for pid in pids:
+            _kill(pid)
+    assert not left, "a process that kept forking outlived the run"
 
 
 # ---- 8: the adapter's stdout under --json -
