@@ -608,28 +608,34 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _children_of() -> dict:
-    """{parent pid: [child pids]} for every process in /proc (empty where there is no /proc)."""
-    kids: dict = {}
+def _proc_stat(pid: int) -> tuple:
+    """(parent pid, process group) of pid from /proc; OSError / ValueError when it is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()
+    return int(fields[1]), int(fields[2])
+
+
+def _processes() -> dict:
+    """{pid: (parent pid, process group)} for every process in /proc (empty without /proc)."""
     try:
-        names = os.listdir("/proc")
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        return kids
-    for name in names:
-        if not name.isdigit():
-            continue
+        return {}
+    out = {}
+    for pid in pids:
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            ppid = int(stat.rpartition(b")")[2].split()[1])
+            out[pid] = _proc_stat(pid)
         except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile
-        kids.setdefault(ppid, []).append(int(name))
-    return kids
+            pass  # gone meanwhile
+    return out
 
 
-def _descendants(root: int) -> set:
-    kids, found, todo = _children_of(), set(), [root]
+def _descendants(root: int, table: Optional[dict] = None) -> set:
+    table = _processes() if table is None else table
+    kids: dict = {}
+    for pid, (ppid, _group) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
     while todo:
         for child in kids.get(todo.pop(), ()):
             if child not in found:
@@ -645,30 +651,70 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _kill_tree(root: int, *, include_root: bool, rounds: int = 100) -> None:
+def _stop_new_descendants(root: int, known: set, groups: set) -> bool:
+    """One pass over /proc: stop (SIGSTOP) every process whose parent is root or already known,
+    add it to known and its process group to groups; whether any was new. Newest pids are read
+    first and each is stopped as soon as it is recognised, so that a process that keeps forking
+    and exiting (each new one an orphan reparented to the subreaper root) is caught in the
+    microseconds after the listing, not after the whole table was read."""
+    try:
+        pids = sorted((int(name) for name in os.listdir("/proc") if name.isdigit()), reverse=True)
+    except OSError:
+        return False
+    me, table, new = os.getpid(), {}, False
+    for pid in pids:
+        try:
+            table[pid] = _proc_stat(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    while True:  # a parent read after its child (a lower pid) makes the child known next turn
+        grew = False
+        for pid, (ppid, group) in table.items():
+            if pid not in known and pid != me and (ppid == root or ppid in known):
+                _signal(pid, signal.SIGSTOP)
+                known.add(pid)
+                groups.add(group)
+                grew = new = True
+        if not grew:
+            return new
+
+
+def _kill_tree(root: int, *, include_root: bool, rounds: int = 200) -> None:
     """SIGKILL every descendant of ``root`` (and root itself if asked), wherever it went: its own
     session or process group included. Each is stopped first (SIGSTOP) so it cannot fork away,
     and /proc is read again until no new descendant shows up; then all are killed (SIGKILL ends a
-    stopped process). Processes whose parent died are found only where they were reparented to a
-    process of the tree: the server makes itself a child subreaper for that. Without /proc this
-    does nothing and the process group is what is killed."""
+    stopped process), and so is every process group a descendant was seen in (a signal to a
+    group reaches all its members at once, also one forked after the last look). Processes whose
+    parent died are found only where they were reparented to a process of the tree: the server
+    makes itself a child subreaper for that. Without /proc this does nothing and the process
+    group is what is killed."""
     me = os.getpid()
-    stopped: set = set()
+    known: set = set()
+    groups: set = set()
     if include_root and root != me:
         _signal(root, signal.SIGSTOP)
-        stopped.add(root)
-    for _ in range(rounds):
-        new = _descendants(root) - stopped - {me}
-        if not new:
+        known.add(root)
+        try:
+            groups.add(_proc_stat(root)[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    quiet = 0
+    for _ in range(rounds):  # done after two passes in a row found nobody new
+        quiet = 0 if _stop_new_descendants(root, known, groups) else quiet + 1
+        if quiet == 2:
             break
-        for pid in new:
-            _signal(pid, signal.SIGSTOP)
-        stopped |= new
     # Kill what is still in the tree (stopped, nothing in it can have left); a pid that is no
     # longer there ended meanwhile and may have been reused by another process: let that one go.
     tree = _descendants(root) | ({root} if include_root else set())
-    for pid in stopped:
+    for pid in known:
         _signal(pid, signal.SIGKILL if pid in tree else signal.SIGCONT)
+    # Groups made inside the tree (a process can only join a group of its own session, and the
+    # server's session is its own), never ours: the server does not kill itself this way.
+    for group in groups - {os.getpgrp()}:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _reap_children(timeout: float = 2.0) -> None:
