@@ -16,7 +16,8 @@ Two invokers share that contract (``make_invoker`` picks one):
   running in the background (and may keep a core busy) while the run goes on. Hard crashes take
   the whole run down. Use ``--isolate`` for implementations that may hang or crash.
 * Isolated (``isolate=True``, POSIX): a server process (a fresh interpreter started with
-  ``subprocess`` over private sockets; stdout and stderr are inherited) imports torch and loads
+  ``subprocess`` over private sockets; its stdout goes to our stderr, so that what the adapter
+  prints cannot corrupt a report on our stdout (``--json -``)) imports torch and loads
   TARGET itself through ``conformance.loader.load_target`` once, then forks a worker that serves
   the calls. Arguments go there as pickles; everything that comes back (results, and the server's
   own messages, since the adapter's code runs there) is plain data in conformance/wire.py's
@@ -30,10 +31,21 @@ Two invokers share that contract (``make_invoker`` picks one):
   of milliseconds), not the seconds of a new interpreter importing torch, and the start-up is
   never counted against the timeout. Everything runs in its own process group: ``close()`` (also
   run by a finalizer at interpreter exit) kills and reaps it, and the server and the worker exit
-  by themselves when their parent dies, even while the adapter is stuck in a loop. The server
+  by themselves when their parent dies, even while the adapter is stuck in a loop or stopped
+  (Linux: a parent-death SIGKILL; elsewhere they poll their parent). What the adapter starts in
+  a session of its own (a daemon, a double fork) is killed too, after a crash or a timeout and at
+  the end (Linux: the server is a child subreaper and kills every descendant it finds in /proc,
+  stopping them first; elsewhere the process group is what is killed). The server
   never runs the adapter itself, so forked workers can initialise CUDA; where loading TARGET has
   already initialised CUDA (or POSREF_ISOLATE_NO_FORK=1 is set, for targets whose import starts
   threads), the server serves the calls without forking and a restart starts a new interpreter.
+
+Nothing the isolated processes write can stall or exhaust the runner: replies and control
+messages are read with the call's deadline and a size limit (``MAX_REPLY_BYTES``; a longer
+announced reply is an error verdict and the worker is replaced), arguments are sent with the same
+deadline, anything malformed is a verdict (or, while starting, one ``IsolationError`` line), and
+faulthandler's crash dump goes to an unlinked temporary file shared by descriptor, read back with
+a bounded ``pread``: no path to replace or to leave behind.
 
 A real Ctrl-C (SIGINT) stops the run in both modes. A KeyboardInterrupt that the adapter raises
 itself is a verdict like any other exception ("raised"): in-process, a SIGINT handler installed
@@ -47,7 +59,9 @@ import dataclasses
 import json
 import os
 import pickle
+import selectors
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -72,6 +86,13 @@ _MAX_ERROR_CHARS = 400
 # One call may take at most a day: longer waits overflow the platform's timers (threading's
 # and poll's), and no grading needs them.
 MAX_TIMEOUT = 86400.0
+# The largest reply a worker may send (one framed message: the result and the mutated inputs).
+# Real outputs are far smaller (the largest graded case returns a few MiB); a bigger announced
+# length is refused before anything is read, as an error verdict for the call, and the worker is
+# replaced. IsolatedInvoker(max_reply_bytes=...) changes it.
+MAX_REPLY_BYTES = 1 << 30
+_MAX_CONTROL_BYTES = 1 << 16  # the server's messages are a few words each
+_MAX_CRASH_LOG = 1 << 18  # what is read back of faulthandler's dump after a crash
 
 
 @dataclass
@@ -313,6 +334,115 @@ def _real_sigint_marked():
 # worker's socket as a file descriptor, and reports how each worker died; we ask it to kill a
 # worker or to exit) and "data" between us and the current worker (calls and replies). A worker
 # that dies closes its data socket, which we see at once as EOF.
+#
+# Everything the runner reads from either socket is untrusted (the adapter's code runs at the
+# other end and can write to any descriptor it inherited), so it is read with a deadline and a
+# size limit (_recv_frame), never with Connection.recv_bytes, which blocks on a partial frame and
+# allocates whatever length a frame announces.
+
+
+class FrameTooLarge(wire.WireError):
+    """A frame announces more bytes than the reader accepts (nothing of it is read)."""
+
+
+class _Truncated(TimeoutError):
+    """The deadline passed with part of a frame read: the stream can no longer be trusted."""
+
+
+def _wait_fd(fd: int, event: int, deadline: Optional[float]) -> None:
+    """Wait until fd is ready for ``event`` (selectors.EVENT_READ or EVENT_WRITE, end of stream
+    and errors included); TimeoutError once ``deadline`` (time.monotonic(); None: never) passes."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, event)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError("deadline passed")
+            if sel.select(left):
+                return
+
+
+def _read_exactly(fd: int, n: int, deadline: Optional[float], started: bool) -> bytearray:
+    """n bytes from fd, read as they arrive. EOFError at end of stream, TimeoutError past the
+    deadline when nothing was read and ``started`` is false, _Truncated when part was."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        try:
+            _wait_fd(fd, selectors.EVENT_READ, deadline)
+        except TimeoutError:
+            if got or started:
+                raise _Truncated(f"only part of a message arrived ({got} of {n} bytes)") from None
+            raise
+        try:
+            k = os.readv(fd, [view[got:]])
+        except (BlockingIOError, InterruptedError):
+            continue
+        if k == 0:
+            raise EOFError("end of stream")
+        got += k
+    return buf  # no copy: a reply may be large
+
+
+def _recv_frame(conn, deadline: Optional[float], limit: int) -> bytearray:
+    """One message framed as multiprocessing.connection frames it (a 4-byte big-endian signed
+    length, or -1 and an 8-byte length, then the bytes), read from ``conn``'s descriptor.
+
+    TimeoutError when nothing came before ``deadline``; _Truncated (a TimeoutError) when only part
+    of the frame did; EOFError at end of stream; FrameTooLarge for a length over ``limit``
+    (before anything is allocated); WireError for a negative length. Reads only what the frame
+    holds, so the next message stays in place."""
+    fd = conn.fileno()
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4, deadline, False))
+    if size == -1:
+        (size,) = struct.unpack("!Q", _read_exactly(fd, 8, deadline, True))
+    elif size < 0:
+        raise wire.WireError(f"a frame of negative length {size}")
+    if size > limit:
+        raise FrameTooLarge(f"a message of {size} bytes, more than the limit of {limit}")
+    return _read_exactly(fd, size, deadline, True)
+
+
+def _send_frame(conn, payload: bytes, deadline: Optional[float]) -> None:
+    """Send payload framed as Connection.send_bytes would, on a non-blocking descriptor, so that a
+    worker that stopped reading (stopped, or wedged with a full buffer) costs the deadline at
+    most (TimeoutError), never a hang. BrokenPipeError (an OSError) when the worker is gone."""
+    n = len(payload)
+    head = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!i", -1) + struct.pack("!Q", n)
+    fd = conn.fileno()
+    for part in (head, payload):
+        view = memoryview(part)
+        while view:
+            _wait_fd(fd, selectors.EVENT_WRITE, deadline)
+            try:
+                view = view[os.write(fd, view):]
+            except (BlockingIOError, InterruptedError):
+                continue
+
+
+def _recv_fd(conn, deadline: Optional[float]) -> int:
+    """The descriptor the server passes after a ("worker", pid) message (as
+    multiprocessing.reduction.send_handle sends it: one byte with SCM_RIGHTS), received with a
+    deadline; WireError when the next bytes carry no descriptor."""
+    import socket
+
+    fd = conn.fileno()
+    _wait_fd(fd, selectors.EVENT_READ, deadline)
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        msg, ancdata, _flags, _addr = sock.recvmsg(1, socket.CMSG_SPACE(4 * 4))
+    fds = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(struct.unpack(f"{usable // 4}i", data[:usable]))
+    if not msg and not ancdata:
+        raise EOFError("end of stream")
+    if len(fds) != 1:
+        for extra in fds:
+            os.close(extra)
+        raise wire.WireError("a worker announced without its socket")
+    return fds[0]
 
 
 class _Server:
@@ -330,16 +460,23 @@ class _Server:
         self.ctrl.send_bytes(pickle.dumps(msg))
 
     def _read(self, deadline: float):
-        """The next control message; None past the deadline; EOFError when the server is gone."""
-        if not self.ctrl.poll(max(0.0, deadline - time.monotonic())):
+        """The next control message; None past the deadline; EOFError when the server is gone;
+        WireError for anything malformed (also a message cut short), after which the control
+        stream cannot be trusted: the caller replaces the server."""
+        try:
+            raw = _recv_frame(self.ctrl, deadline, _MAX_CONTROL_BYTES)
+        except _Truncated as exc:
+            raise wire.WireError(str(exc)) from None
+        except TimeoutError:
             return None
-        msg = _control_message(self.ctrl.recv_bytes())
+        msg = _control_message(raw)
         if msg[0] == "died":
             self.statuses[msg[1]] = msg[2]
         elif msg[0] == "worker":
-            from multiprocessing.reduction import recv_handle
-
-            self.pending = (msg[1], recv_handle(self.ctrl))
+            try:
+                self.pending = (msg[1], _recv_fd(self.ctrl, deadline))
+            except TimeoutError:
+                raise wire.WireError("a worker announced without its socket") from None
         return msg
 
     def ensure_worker(self, timeout: float) -> None:
@@ -354,6 +491,7 @@ class _Server:
                 raise TimeoutError("the isolated server did not start a worker")
         self.worker_pid, fd = self.pending
         self.pending = None
+        os.set_blocking(fd, False)  # only _send_frame and _recv_frame use it, each with a deadline
         self.data = Connection(fd)
 
     def drop_worker(self, *, kill: bool, timeout: float = 10.0) -> Optional[int]:
@@ -376,7 +514,7 @@ class _Server:
             while pid not in self.statuses:
                 if self._read(deadline) is None:
                     return None
-        except (EOFError, OSError):
+        except (EOFError, OSError, wire.WireError):
             return None
         return self.statuses.pop(pid)
 
@@ -397,6 +535,10 @@ class _Server:
             self.pending = None
         if self.proc.returncode is None:
             # Not reaped yet (perhaps a zombie): its pid is still ours, and so is the group id.
+            # A live server: stop it, the worker and everything they started (a daemon in its own
+            # session too), then kill them all (Linux: _kill_tree).
+            if not _has_exited(self.proc):
+                _kill_tree(self.proc.pid, include_root=True)
             # Kill the group even when the server has exited already: what the adapter started
             # (subprocesses, daemons) lives on in the group after the server and worker are gone.
             try:
@@ -427,6 +569,174 @@ class _Server:
             except (OSError, ValueError):
                 pass
         self.kill()
+
+
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+# ---- process trees (Linux: /proc and prctl; elsewhere the process group is all there is)
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, arg: int) -> bool:
+    """prctl(option, arg) through libc (Linux only); whether it succeeded."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    except Exception:  # noqa: BLE001 - no libc or no prctl: the polling fallback remains
+        return False
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Be killed (SIGKILL) by the kernel when the parent dies, even while stuck in C code or
+    stopped; exit now if the parent is already gone (it may have died before prctl took hold,
+    which the check after it catches). The 0.5 s polling in _watch_parent is the fallback."""
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _proc_stat(pid: int) -> tuple:
+    """(parent pid, process group) of pid from /proc; OSError / ValueError when it is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()
+    return int(fields[1]), int(fields[2])
+
+
+def _processes() -> dict:
+    """{pid: (parent pid, process group)} for every process in /proc (empty without /proc)."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return {}
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = _proc_stat(pid)
+        except (OSError, ValueError, IndexError):
+            pass  # gone meanwhile
+    return out
+
+
+def _descendants(root: int, table: Optional[dict] = None) -> set:
+    table = _processes() if table is None else table
+    kids: dict = {}
+    for pid, (ppid, _group) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in kids.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _stop_new_descendants(root: int, known: set, groups: set) -> bool:
+    """One pass over /proc: stop (SIGSTOP) every process whose parent is root or already known,
+    add it to known and its process group to groups; whether any was new. Newest pids are read
+    first and each is stopped as soon as it is recognised, so that a process that keeps forking
+    and exiting (each new one an orphan reparented to the subreaper root) is caught in the
+    microseconds after the listing, not after the whole table was read."""
+    try:
+        pids = sorted((int(name) for name in os.listdir("/proc") if name.isdigit()), reverse=True)
+    except OSError:
+        return False
+    me, table, new = os.getpid(), {}, False
+    for pid in pids:
+        try:
+            table[pid] = _proc_stat(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    while True:  # a parent read after its child (a lower pid) makes the child known next turn
+        grew = False
+        for pid, (ppid, group) in table.items():
+            if pid not in known and pid != me and (ppid == root or ppid in known):
+                _signal(pid, signal.SIGSTOP)
+                known.add(pid)
+                groups.add(group)
+                grew = new = True
+        if not grew:
+            return new
+
+
+def _kill_tree(root: int, *, include_root: bool, rounds: int = 200) -> None:
+    """SIGKILL every descendant of ``root`` (and root itself if asked), wherever it went: its own
+    session or process group included. Each is stopped first (SIGSTOP) so it cannot fork away,
+    and /proc is read again until no new descendant shows up; then all are killed (SIGKILL ends a
+    stopped process), and so is every process group a descendant was seen in (a signal to a
+    group reaches all its members at once, also one forked after the last look). Processes whose
+    parent died are found only where they were reparented to a process of the tree: the server
+    makes itself a child subreaper for that. Without /proc this does nothing and the process
+    group is what is killed."""
+    me = os.getpid()
+    known: set = set()
+    groups: set = set()
+    if include_root and root != me:
+        _signal(root, signal.SIGSTOP)
+        known.add(root)
+        try:
+            groups.add(_proc_stat(root)[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    quiet = 0
+    for _ in range(rounds):  # done after two passes in a row found nobody new
+        quiet = 0 if _stop_new_descendants(root, known, groups) else quiet + 1
+        if quiet == 2:
+            break
+    # Kill what is still in the tree (stopped, nothing in it can have left); a pid that is no
+    # longer there ended meanwhile and may have been reused by another process: let that one go.
+    tree = _descendants(root) | ({root} if include_root else set())
+    for pid in known:
+        _signal(pid, signal.SIGKILL if pid in tree else signal.SIGCONT)
+    # Groups made inside the tree (a process can only join a group of its own session, and the
+    # server's session is its own), never ours: the server does not kill itself this way.
+    for group in groups - {os.getpgrp()}:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _reap_children(timeout: float = 2.0) -> None:
+    """Reap every child of this process that has ended or is about to (after _kill_tree), for at
+    most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+
+
+def _end_descendants() -> None:
+    """In the server: kill everything below it (workers, what the adapter started, orphans
+    reparented to it) and reap them."""
+    _kill_tree(os.getpid(), include_root=False)
+    _reap_children()
 
 
 def _wait_exited(pid: int, timeout: float) -> None:
@@ -481,7 +791,10 @@ class _IsolatedState:
 
     def __init__(self):
         self.server: Optional[_Server] = None
-        self.crash_log: Optional[str] = None
+        # faulthandler's dump: a temporary file whose name is removed at once, shared with the
+        # server by descriptor. No path exists to be replaced (by a FIFO, a link to /dev/zero)
+        # or to be left behind by a killed run; crash_dump() reads a bounded prefix.
+        self.crash_fd: Optional[int] = None
 
     def drop_server(self) -> None:
         server, self.server = self.server, None
@@ -492,12 +805,32 @@ class _IsolatedState:
         server, self.server = self.server, None
         if server is not None:
             server.stop()
-        if self.crash_log is not None:
+        if self.crash_fd is not None:
             try:
-                os.unlink(self.crash_log)
+                os.close(self.crash_fd)
             except OSError:
                 pass
-            self.crash_log = None
+            self.crash_fd = None
+
+    def open_crash_log(self) -> int:
+        if self.crash_fd is None:
+            fd, path = tempfile.mkstemp(prefix="posref-crash-", suffix=".log")
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            self.crash_fd = fd
+        return self.crash_fd
+
+    def crash_dump(self) -> str:
+        """The start of faulthandler's dump for the last call (at most _MAX_CRASH_LOG bytes)."""
+        if self.crash_fd is None:
+            return ""
+        try:
+            raw = os.pread(self.crash_fd, _MAX_CRASH_LOG, 0)
+        except OSError:
+            return ""
+        return raw.decode("utf-8", errors="replace")
 
 
 _SERVER_CODE = (
@@ -540,6 +873,7 @@ class IsolatedInvoker(Invoker):
         loader: str = DEFAULT_LOADER,
         preload: tuple = ("torch",),
         startup_timeout: float = 120.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ):
         if not hasattr(os, "fork"):
             raise UsageError("--isolate needs a POSIX system (it forks worker processes)")
@@ -548,6 +882,7 @@ class IsolatedInvoker(Invoker):
         self.loader = loader
         self.preload = tuple(preload)
         self.startup_timeout = float(startup_timeout)
+        self.max_reply_bytes = int(max_reply_bytes)
         self._fn_pickle = None
         if target is None:
             # No TARGET string: send the function itself, which pickles by reference only when
@@ -600,25 +935,26 @@ class IsolatedInvoker(Invoker):
             try:
                 server.ensure_worker(self.startup_timeout)
                 return server
-            except (EOFError, OSError, TimeoutError):
-                # The server itself died or hung (e.g. the adapter killed its parent): start over.
+            except (EOFError, OSError, TimeoutError, wire.WireError):
+                # The server itself died, hung, or its control stream carries something it did
+                # not write (the adapter killed its parent, wrote to the socket): start over.
                 self._state.drop_server()
         raise IsolationError("the isolated process keeps dying before it can serve a call")
 
     def _spawn(self) -> _Server:
         from multiprocessing import Pipe
 
-        if self._state.crash_log is None:
-            fd, path = tempfile.mkstemp(prefix="posref-crash-", suffix=".log")
-            os.close(fd)
-            self._state.crash_log = path
+        crash_fd = self._state.open_crash_log()
         parent_conn, child_conn = Pipe(duplex=True)
         child_fd = child_conn.fileno()
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-c", _SERVER_CODE, str(child_fd), json.dumps(_path())],
-                pass_fds=(child_fd,),
+                pass_fds=(child_fd, crash_fd),
                 stdin=subprocess.DEVNULL,
+                # What the adapter prints goes to our stderr: our stdout may carry the JSON
+                # report (--json -), which it must not corrupt.
+                stdout=2 if _fd_open(2) else subprocess.DEVNULL,
                 # Own process group: a Ctrl-C in the terminal reaches only us (we then close the
                 # server), and one killpg takes the server, the worker and the adapter's own
                 # subprocesses.
@@ -637,24 +973,38 @@ class IsolatedInvoker(Invoker):
             self._fn_pickle,
             self.loader,
             self.preload,
-            self._state.crash_log,
+            crash_fd,
             os.getpid(),
+            # A parent-death signal follows the thread that started the process, not the
+            # process: ask for one only when that thread is the main thread, which lives as
+            # long as this process (elsewhere the server polls its parent, as it always does).
+            threading.current_thread() is threading.main_thread(),
         )
         what = self.target or "the function"
         try:
             parent_conn.send_bytes(pickle.dumps(init))
-            if not parent_conn.poll(self.startup_timeout):
-                server.kill()
-                raise IsolationError(
-                    f"the isolated process did not load {what} within {self.startup_timeout:g} s"
-                )
-            reply = _control_message(parent_conn.recv_bytes())
+            reply = _control_message(_recv_frame(
+                parent_conn, time.monotonic() + self.startup_timeout, _MAX_CONTROL_BYTES))
+        except _Truncated:
+            server.kill()
+            raise IsolationError(f"the isolated process sent only part of a message while loading "
+                                 f"{what}: does it write to descriptors it inherited?") from None
+        except TimeoutError:
+            server.kill()
+            raise IsolationError(
+                f"the isolated process did not load {what} within {self.startup_timeout:g} s"
+            ) from None
         except (EOFError, OSError):
             status = server.kill()
             raise IsolationError(
                 f"the isolated process died while loading {what}: "
                 + _describe_exit(status).replace(" during the call", "")
             ) from None
+        except wire.WireError as exc:
+            server.kill()
+            raise IsolationError(f"the isolated process sent a malformed message while loading "
+                                 f"{what} ({error_line(exc)}): does it write to descriptors it "
+                                 "inherited?") from None
         if reply[0] != "ready":
             server.kill()
             if reply[2]:
@@ -675,18 +1025,32 @@ class IsolatedInvoker(Invoker):
         except Exception as exc:
             # The runner built these arguments: failing to send them is our bug, not the adapter's.
             raise TypeError(f"arguments cannot be sent to the isolated process: {exc}") from exc
+        # One deadline covers sending the arguments, the call and reading the whole reply: a
+        # worker that stops itself, stops reading, or sends only part of a frame costs the
+        # timeout, never a hang.
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
-            server.data.send_bytes(payload)
-            if not server.data.poll(self.timeout):
-                server.drop_worker(kill=True)
-                return Outcome(
-                    "timeout",
-                    None,
-                    f"the call did not return within {self.timeout:g} s; the isolated process "
-                    "was killed",
-                    "",
-                )
-            raw = server.data.recv_bytes()
+            _send_frame(server.data, payload, deadline)
+            raw = _recv_frame(server.data, deadline, self.max_reply_bytes)
+        except TimeoutError as exc:
+            self._replace_worker(server)
+            part = "; it sent only part of its reply" if isinstance(exc, _Truncated) else ""
+            return Outcome(
+                "timeout",
+                None,
+                f"the call did not return within {self.timeout:g} s{part}; the isolated process "
+                "was killed",
+                "",
+            )
+        except wire.WireError as exc:  # a length over the limit, or a negative one
+            self._replace_worker(server)
+            return Outcome(
+                "raised",
+                None,
+                f"the result could not be received from the isolated process ({error_line(exc)}); "
+                "the isolated process was killed",
+                "",
+            )
         except (EOFError, OSError):
             return self._crashed(server)
         except KeyboardInterrupt:
@@ -702,18 +1066,17 @@ class IsolatedInvoker(Invoker):
                 "",
             )
 
+    def _replace_worker(self, server: _Server) -> None:
+        """Kill the current worker (its reply stream is no longer usable); a server that does not
+        confirm it (stopped, wedged, or its control stream corrupted) is replaced too."""
+        if server.drop_worker(kill=True) is None:
+            self._state.drop_server()
+
     def _crashed(self, server: _Server) -> Outcome:
         status = server.drop_worker(kill=False)
         if status is None:  # the server did not say: it is gone or wedged, so start afresh
             self._state.drop_server()
-        dump = ""
-        if self._state.crash_log:
-            try:
-                with open(self._state.crash_log, encoding="utf-8", errors="replace") as f:
-                    dump = f.read()
-            except OSError:
-                pass
-        return Outcome("crashed", None, _describe_exit(status), dump)
+        return Outcome("crashed", None, _describe_exit(status), self._state.crash_dump())
 
 
 def _control_message(raw: bytes) -> tuple:
@@ -843,7 +1206,8 @@ def make_invoker(
 
     options (isolated only): loader ("module:function" that turns TARGET into the callable;
     default conformance.loader:load_target), preload (modules the child imports before it
-    reports ready, default ("torch",)), startup_timeout (seconds, default 120).
+    reports ready, default ("torch",)), startup_timeout (seconds, default 120), max_reply_bytes
+    (the largest reply accepted, default MAX_REPLY_BYTES).
     """
     if isolate:
         return IsolatedInvoker(target, fn=fn, timeout=timeout, **options)
@@ -882,7 +1246,7 @@ def _flush_std() -> None:
 def _load(init) -> Callable:
     import importlib
 
-    _, target, fn_pickle, loader, preload, _crash_log, _parent = init
+    _, target, fn_pickle, loader, preload = init[:5]
     for name in preload:
         try:
             importlib.import_module(name)
@@ -897,17 +1261,29 @@ def _load(init) -> Callable:
 def _server_main(fd: int) -> None:
     """Load the target once, then fork one worker at a time and report how each one ended."""
     import faulthandler
+    from multiprocessing.connection import Connection
+
+    ctrl = Connection(fd)
+    init = pickle.loads(ctrl.recv_bytes())
+    log, parent_pid = init[5], init[6]
+    if init[7]:
+        _die_with_parent(parent_pid)
+    # Orphans of the worker's descendants (a double fork, a daemon) become our children, so that
+    # _end_descendants finds them after a crash, a timeout and at the end.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if log is not None:
+        faulthandler.enable(file=log, all_threads=False)
+    try:
+        _serve(ctrl, init, parent_pid, log)
+    finally:
+        _end_descendants()
+
+
+def _serve(ctrl, init, parent_pid: int, log: Optional[int]) -> None:
     import socket
     from multiprocessing.connection import Connection
     from multiprocessing.reduction import send_handle
 
-    ctrl = Connection(fd)
-    init = pickle.loads(ctrl.recv_bytes())
-    crash_log, parent_pid = init[5], init[6]
-    log = None
-    if crash_log:
-        log = open(crash_log, "w")  # noqa: SIM115 - faulthandler keeps it open for life
-        faulthandler.enable(file=log, all_threads=False)
     try:
         fn = _load(init)
     except BaseException as exc:  # noqa: BLE001 - report every load failure as one line
@@ -924,6 +1300,7 @@ def _server_main(fd: int) -> None:
         ours.close()
         _worker_main(fn, Connection(theirs.detach()), log)
         return
+    server_pid = os.getpid()
     while os.getppid() == parent_pid:
         ours, theirs = socket.socketpair()
         _flush_std()  # or the worker would print our buffered output a second time
@@ -934,6 +1311,7 @@ def _server_main(fd: int) -> None:
             pid = os.fork()
         if pid == 0:
             try:
+                _die_with_parent(server_pid)  # forked by our main thread, which lives as long
                 ctrl.close()
                 ours.close()
                 _worker_main(fn, Connection(theirs.detach()), log)
@@ -952,6 +1330,9 @@ def _server_main(fd: int) -> None:
         status = _wait_worker(ctrl, pid, parent_pid)
         if status is None:
             return
+        # What the dead worker started (in its own session too) goes with it, before the runner
+        # hears of the death and asks for the next call.
+        _end_descendants()
         try:
             ctrl.send_bytes(wire.dumps(("died", pid, status)))
         except OSError:
@@ -995,9 +1376,9 @@ def _wait_worker(ctrl, pid: int, parent_pid: int) -> Optional[int]:
         pidfd = None
     try:
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status)
+            status = _reap_until(pid)
+            if status is not None:
+                return status
             fds = [ctrl.fileno()] + ([pidfd] if pidfd is not None else [])
             readable, _, _ = select.select(fds, [], [], 0.5 if pidfd is not None else 0.02)
             if os.getppid() != parent_pid:
@@ -1022,7 +1403,21 @@ def _wait_worker(ctrl, pid: int, parent_pid: int) -> Optional[int]:
             os.close(pidfd)
 
 
-def _worker_main(fn: Callable, data, log) -> None:
+def _reap_until(worker: int) -> Optional[int]:
+    """Reap every child that has ended (orphans reparented to us as subreaper, and the worker);
+    the worker's exit status when it is among them, else None."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done == 0:
+            return None
+        if done == worker:
+            return os.waitstatus_to_exitcode(status)
+
+
+def _worker_main(fn: Callable, data, log: Optional[int]) -> None:
     """Serve calls on the data socket until it closes."""
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     while True:
@@ -1039,9 +1434,12 @@ def _worker_main(fn: Callable, data, log) -> None:
             continue
         args = msg[1]  # ("call", args): the parent sends nothing else on this socket
         pristine = _snapshot(args)
-        if log is not None:
-            log.seek(0)
-            log.truncate()
+        if log is not None:  # a dump in it is this call's only (the offset is shared: rewind)
+            try:
+                os.lseek(log, 0, os.SEEK_SET)
+                os.ftruncate(log, 0)
+            except OSError:
+                pass
         try:
             outcome = _call_catching(fn, args)
         except KeyboardInterrupt as exc:  # raised by the adapter itself: a verdict like others

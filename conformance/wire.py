@@ -13,13 +13,15 @@ and raises TypeError for anything else. A message is an 8-byte length, a JSON he
 raw buffers the header points to. ``loads`` checks every field (known dtypes, sizes that match
 the buffers, a nesting limit) and raises ``WireError`` for anything that is not a message
 ``dumps`` could have written; tensors come back as new, contiguous tensors without autograd
-history.
+history. A tensor may claim only a device this process can hold (cpu; cuda[:N] where that GPU
+exists); anything else, and any error while decoding, is a ``WireError``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 import sys
 
@@ -30,6 +32,11 @@ _TENSOR_DTYPES = (
     "float64", "complex64", "complex128", "uint16", "uint32", "uint64",
 )
 _NUMPY_KINDS = "biufc"
+# The devices a decoded tensor may claim, checked as text before torch sees it: torch.device()
+# on names such as "xpu", "mtia", "hpu" or "privateuseone" imports backends or asserts.
+_DEVICE = re.compile(r"(cpu|cuda)(?::([0-9]{1,4}))?")
+# Array dtypes as numpy's dtype.str writes them ("<f8", "|b1", ">i4"): nothing else reaches np.dtype.
+_ARRAY_DTYPE = re.compile(r"[<>|=]?[biufc][0-9]{1,2}")
 
 
 class WireError(ValueError):
@@ -56,8 +63,9 @@ def loads(data: bytes):
         return value
     except WireError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, struct.error, RecursionError,
-            OverflowError, MemoryError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever decoding untrusted bytes raises is a WireError
+        # (ValueError, MemoryError, RecursionError, and whatever torch or numpy raise for values
+        # they refuse): the caller catches one type and nothing else escapes.
         raise WireError(f"malformed message ({type(exc).__name__})") from None
 
 
@@ -172,16 +180,39 @@ def _dec_tensor(body: dict, buffers: _Buffers):
     raw = buffers.take(body.get("n"))
     if len(raw) != numel * tdtype.itemsize:
         raise WireError("tensor size does not match its buffer")
-    device = torch.device(body.get("device", "cpu"))  # ValueError / RuntimeError when malformed
+    device = _device(torch, body.get("device", "cpu"))
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     value = flat.view(tdtype).reshape(shape) if numel else torch.empty(shape, dtype=tdtype)
     return value if device.type == "cpu" else value.to(device)
 
 
+def _device(torch, name):
+    """The device a decoded tensor goes to: cpu, or cuda[:N] when this process has that GPU.
+    Any other name (a backend this run does not hold, an index out of range) is a WireError."""
+    match = _DEVICE.fullmatch(name) if isinstance(name, str) else None
+    if match is None:
+        raise WireError("a tensor on a device this run cannot hold")
+    kind, index = match.group(1), match.group(2)
+    if kind == "cpu":
+        if index not in (None, "0"):
+            raise WireError("a tensor on a device this run cannot hold")
+        return torch.device("cpu")
+    try:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - a broken CUDA install holds no tensor either
+        count = 0
+    if count == 0 or (index is not None and int(index) >= count):
+        raise WireError("a tensor on a device this run cannot hold")
+    return torch.device(name)
+
+
 def _dec_array(body: dict, buffers: _Buffers):
     import numpy as np
 
-    dtype = np.dtype(str(body.get("dtype")))
+    name = body.get("dtype")
+    if not isinstance(name, str) or _ARRAY_DTYPE.fullmatch(name) is None:
+        raise WireError("unknown array dtype")
+    dtype = np.dtype(name)
     if dtype.kind not in _NUMPY_KINDS or dtype.hasobject:
         raise WireError("unknown array dtype")
     shape = _shape(body.get("shape"))

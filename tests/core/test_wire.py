@@ -3,6 +3,7 @@ crafted return value used to be unpickled, and so run, in the runner's process).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
@@ -138,3 +139,59 @@ def test_a_crafted_return_value_runs_nothing_in_the_runner(tmp_path, monkeypatch
         again = inv.call(torch.ones(2))  # the runner goes on
         assert again.kind in ("raised", "crashed")
     assert not mark.exists()
+
+
+def _claiming(device) -> bytes:
+    """A tensor message whose header says the tensor lives on ``device``."""
+    raw = wire.dumps(torch.ones(2))
+    return raw.replace(b'"device":"cpu"', b'"device":' + json.dumps(device).encode())
+
+
+@pytest.mark.parametrize("device", ["xpu", "xpu:0", "mtia", "hpu", "privateuseone", "privateuseone:0",
+                                    "meta", "cpu:1", "cuda:99999", "cuda:-1", "mps", "lazy", "", " cpu",
+                                    "cpu\n", 5, None, ["cpu"], "cuda" * 1000])
+def test_a_tensor_on_a_device_this_run_cannot_hold_is_a_wire_error(device):
+    # Issue 24: "cuda", "xpu", "mtia", "hpu", "privateuseone" on a CPU machine raised AssertionError
+    # or ModuleNotFoundError out of the decoder (torch.device and .to() were given the name).
+    data = _claiming(device)
+    with pytest.raises(wire.WireError):
+        wire.loads(_fixed_length(data))
+
+
+def test_cuda_is_accepted_only_where_this_process_has_that_gpu():
+    for device in ("cuda", "cuda:0"):
+        data = _fixed_length(_claiming(device))
+        if torch.cuda.is_available():
+            assert wire.loads(data).device.type == "cuda"
+        else:
+            with pytest.raises(wire.WireError, match="device"):
+                wire.loads(data)
+    assert wire.loads(_fixed_length(_claiming("cpu"))).device.type == "cpu"
+
+
+def _fixed_length(data: bytes) -> bytes:
+    """data with its length field made to match its (edited) JSON header again."""
+    _, size = json.JSONDecoder().raw_decode(data[8:].decode("latin-1"))  # the header is ASCII
+    return size.to_bytes(8, "little") + data[8:]
+
+
+@pytest.mark.parametrize("name", ["O", "|O", "V8", "S4", "<U2", "M8[s]", "f8,i4", "[('a','<f8')]",
+                                  "<f8" * 200, 7, None])
+def test_an_array_dtype_numpy_would_not_write_for_plain_data_is_a_wire_error(name):
+    raw = wire.dumps(np.ones(2))
+    data = raw.replace(b'"<f8"', json.dumps(name).encode())
+    with pytest.raises(wire.WireError):
+        wire.loads(_fixed_length(data))
+
+
+def test_any_exception_while_decoding_is_a_wire_error(monkeypatch):
+    class Odd(Exception):
+        pass
+
+    for error in (AssertionError("backend"), ModuleNotFoundError("torch.xpu"), Odd(), LookupError()):
+        def broken(body, buffers, error=error):
+            raise error
+
+        monkeypatch.setattr(wire, "_dec_tensor", broken)
+        with pytest.raises(wire.WireError):
+            wire.loads(wire.dumps(torch.ones(2)))
