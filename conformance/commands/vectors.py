@@ -87,6 +87,7 @@ def _use_cuda_simulator_without_gpu() -> None:
 
 def run_regenerate(args) -> int:
     from reference.golden import catalog, generate
+    from reference.safe_files import FileRefused
 
     try:
         catalog.select(args.family)
@@ -100,6 +101,8 @@ def run_regenerate(args) -> int:
         generate.regenerate(args.out, family=args.family, backend=args.backend, force=args.force)
     except generate.TargetError as exc:
         raise UsageError(str(exc)) from None
+    except FileRefused as exc:  # a link or FIFO planted while the vectors were being built
+        raise UsageError(f"--out: {exc}") from None
     except OSError as exc:  # e.g. --out under a file, or a read-only vectors directory
         where = exc.filename or args.out or "the vectors directory"
         raise UsageError(f"--out: cannot write {where}: {exc.strerror or exc}") from None

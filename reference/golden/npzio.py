@@ -44,8 +44,12 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    Path(path).write_bytes(npz_bytes(arrays))
+def write_npz(path: Path, arrays: dict[str, np.ndarray], *, inside=None) -> None:
+    """Write the .npz whole, never through a link (reference.safe_files; ``inside``: the folder
+    no write may leave)."""
+    from reference.safe_files import write_atomic
+
+    write_atomic(path, npz_bytes(arrays), inside=inside)
 
 
 MAX_MEMBER_BYTES = 256 * 2**20  # one array, decompressed; posref's largest is far below
