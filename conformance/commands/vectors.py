@@ -217,6 +217,12 @@ def run_show(args) -> int:
         raise UsageError(f"unknown case id {args.case_id!r}{hint} (see: posref vectors list)") from None
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
+    except (ValueError, TypeError, RecursionError, OSError) as exc:  # a listed file changed since the check
+        from conformance.isolation import error_line
+
+        print(f"posref: error: the golden vectors fail their integrity check: {args.case_id!r}: "
+              f"{error_line(exc)}", file=sys.stderr)
+        return EXIT_INTEGRITY
     print(f"{case.id}   (posref suite {store.SUITE_VERSION})")
     print(f"protocol: {case.protocol}")
     print("params:   " + ", ".join(f"{k}={v!r}" for k, v in case.params.items()))
