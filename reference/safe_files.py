@@ -71,12 +71,13 @@ def _open_folder(name, dir_fd=None, *, follow: bool) -> int:
     return os.open(name, flags, dir_fd=dir_fd)
 
 
-def _folder_fd(path: Path, inside) -> int:
-    """An open descriptor of path's folder. Without ``inside`` the folder (created if missing)
-    is the one the path names, links included; with ``inside``, the folders below it are
-    created and opened one by one without following a link (FileRefused)."""
+def _folder_fd(path: Path, inside, parents: bool) -> int:
+    """An open descriptor of path's folder. Without ``inside`` the folder (created if missing
+    and ``parents``) is the one the path names, links included; with ``inside``, the folders
+    below it are created and opened one by one without following a link (FileRefused)."""
     if inside is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         return _open_folder(path.parent, follow=True)
     inside = Path(inside)
     try:
@@ -114,15 +115,16 @@ def _folder_fd(path: Path, inside) -> int:
     return fd
 
 
-def write_atomic(path, data, *, inside=None) -> None:
+def write_atomic(path, data, *, inside=None, parents: bool = True) -> None:
     """Write ``data`` (bytes, or str written as UTF-8) to ``path`` whole or not at all (see the
     module docstring): FileRefused when the destination or, below ``inside``, a folder on the
-    way is not a regular file or folder; OSError when the disk or the folder refuses."""
+    way is not a regular file or folder; OSError when the disk or the folder refuses (or, with
+    ``parents=False``, when the folder does not exist)."""
     path = Path(os.fspath(path))
     if path.name in ("", ".", ".."):
         raise FileRefused(f"{str(path)!r} does not name a file")
     blob = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    fd = _folder_fd(path, inside)
+    fd = _folder_fd(path, inside, parents)
     tmp = None
     try:
         try:

@@ -108,7 +108,7 @@ def run(args) -> int:
     if args.json_file and args.json_file != "-":  # checked before minutes of timing
         from conformance.reports._common import check_report_path
 
-        args.json_file = check_report_path("--json", args.json_file)
+        args.json_file = check_report_path("--json", args.json_file, parents=False)
     elif args.json_file == "":
         raise UsageError("--json: '' is not a file name ('-' for none)")
     families = getattr(args, "families", "yes")
@@ -132,7 +132,8 @@ def run(args) -> int:
         from conformance.reports._common import write_text_atomic
 
         try:
-            write_text_atomic(args.json_file, json.dumps(result, indent=2, sort_keys=True) + "\n")
+            write_text_atomic(args.json_file, json.dumps(result, indent=2, sort_keys=True) + "\n",
+                              parents=False)
         except ValueError as exc:
             raise UsageError(f"--json: {exc}") from None
         except OSError as exc:

@@ -40,7 +40,7 @@ def run(args) -> int:
     if args.json_file is not None:  # a path that cannot be written: exit 2 before the work
         from conformance.reports._common import check_report_path
 
-        args.json_file = check_report_path("--json", args.json_file)
+        args.json_file = check_report_path("--json", args.json_file, parents=False)
     try:
         results = identities.run_identities(args.family)
     except ValueError as exc:  # an unknown --family (checks that raise are graded, not raised)
@@ -71,7 +71,7 @@ def write_json(results, path) -> None:
 
     text = json.dumps(to_json(results), indent=2, allow_nan=False) + "\n"
     try:
-        write_text_atomic(path, text)
+        write_text_atomic(path, text, parents=False)
     except ValueError as exc:
         raise UsageError(f"--json: {exc}") from None
     except OSError as exc:

@@ -267,23 +267,24 @@ def not_a_report_file(path) -> str | None:
     return not_a_regular_file(path)
 
 
-def write_text_atomic(path, text) -> None:
+def write_text_atomic(path, text, *, parents: bool = True) -> None:
     """Write a whole file or nothing (a killed run never leaves half a report behind), only over
     a regular file or a new path, never through a link (reference.safe_files.write_atomic; the
     path is checked again there since the adapter ran in between). text may be str (written as
-    UTF-8) or bytes. ValueError (FileRefused) for a path that may not be written."""
+    UTF-8) or bytes; parents=False: a missing folder is an OSError, not created. ValueError
+    (FileRefused) for a path that may not be written."""
     from reference.safe_files import write_atomic
 
-    write_atomic(path, text)
+    write_atomic(path, text, parents=parents)
 
 
-def check_report_path(option: str, path, *, protected_dirs=(), protected_files=()) -> str:
+def check_report_path(option: str, path, *, protected_dirs=(), protected_files=(), parents: bool = True) -> str:
     """The absolute path a report given as ``--option path`` will be written to; UsageError (one
     line, before any work) when it is empty, not a regular file or a new path (a directory, a
     symlink, a device such as /dev/full, a FIFO), lies under a file, or would replace what is
     being graded: a file inside one of ``protected_dirs`` (the vectors directory in use) or one
     of ``protected_files`` (the target's own source). Absolute, so that an adapter's os.chdir
-    cannot move the report."""
+    cannot move the report. parents=False: the folder must exist already."""
     from conformance.errors import UsageError
 
     if path is None or str(path) == "" or "\x00" in str(path):
@@ -297,6 +298,8 @@ def check_report_path(option: str, path, *, protected_dirs=(), protected_files=(
         parent = parent.parent
     if parent.exists() and not parent.is_dir():
         raise UsageError(f"{option}: cannot write {path}: {parent} is not a directory")
+    if not parents and parent != p.parent:
+        raise UsageError(f"{option}: cannot write {path}: the folder {p.parent} does not exist")
     # The entry the rename replaces: its folder with links resolved, and its own name.
     try:
         where = p.parent.resolve() / p.name

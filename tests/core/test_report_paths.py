@@ -142,7 +142,7 @@ def test_an_empty_report_path_is_one_line_exit_2(command, capsys):
 
 
 def test_identities_json_is_written_whole_through_the_checked_writer(tmp_path, capsys):
-    path = tmp_path / "sub" / "ids.json"
+    path = tmp_path / "ids.json"
     assert main(["identities", "--family", "nope", "--json", str(path)]) == 0
     assert all(item["family"] == "nope" for item in json.loads(path.read_text()))
     assert not list(path.parent.glob(".*.tmp"))
