@@ -246,3 +246,15 @@ def test_the_vectors_writer_never_follows_a_link_planted_after_the_check(tmp_pat
             manifest.write(out, {"files": {}})
     assert (victim / "g.npz").read_bytes() == b"keep" and (victim / "MANIFEST.json").read_bytes() == b"keep"
     assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("argv", [["vectors", "regenerate", "--out", ""], ["vectors", "verify", "--dir", ""]])
+def test_an_empty_folder_argument_is_one_line_exit_2(argv, tmp_path, monkeypatch, capsys):
+    """Path('') is the current folder: `--out ''` in an empty folder wrote the vectors there."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(argv + ["--family", "rope.cache/worked-example"] if "regenerate" in argv else argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'' is not a path" in err
+    assert list(tmp_path.iterdir()) == []
