@@ -220,3 +220,24 @@ def test_a_device_index_torch_cannot_use_is_one_line_exit_2(adapter, device, cap
     assert conform(adapter, "--device", device) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "device" in err
+
+
+WRITING_CODE = ["conformance/commands", "conformance/reports", "conformance/cli.py",
+                "reference/golden/generate.py", "reference/golden/manifest.py", "reference/golden/npzio.py"]
+
+
+def test_every_command_writes_through_the_one_checked_writer():
+    """No module of the commands, the reports or the vectors writer opens a file for writing or
+    writes one itself: each goes through reference.safe_files.write_atomic (issue 24: identities
+    and bench had their own open(path, "w"), regenerate its own write_text)."""
+    import re
+
+    pattern = re.compile(r"""\.write_(text|bytes)\(|open\([^)]*["'][wax]b?["']|\.savefig\((?!buf)""")
+    offenders = []
+    for entry in WRITING_CODE:
+        base = REPO / entry
+        for source in ([base] if base.is_file() else sorted(base.glob("*.py"))):
+            for number, line in enumerate(source.read_text().splitlines(), 1):
+                if pattern.search(line):
+                    offenders.append(f"{source.relative_to(REPO)}:{number}: {line.strip()}")
+    assert offenders == []
