@@ -241,3 +241,9 @@ def test_every_command_writes_through_the_one_checked_writer():
                 if pattern.search(line):
                     offenders.append(f"{source.relative_to(REPO)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_a_usage_error_quoting_control_characters_is_one_printable_line(adapter, capsys):
+    assert conform(adapter, "--vectors-dir", "gone\x1b[2J\nsecond line") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "--vectors-dir" in err
