@@ -247,3 +247,22 @@ def test_a_usage_error_quoting_control_characters_is_one_printable_line(adapter,
     assert conform(adapter, "--vectors-dir", "gone\x1b[2J\nsecond line") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x1b" not in err and "--vectors-dir" in err
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    """A full disk (ENOSPC) halfway: the old report stays whole, no temporary file is left."""
+    import errno
+
+    from reference.safe_files import write_atomic
+
+    path = tmp_path / "report.json"
+    path.write_text("old")
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(path, "new" * 1000)
+    monkeypatch.undo()
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
