@@ -73,7 +73,10 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"posref: error: {exc}", file=sys.stderr)
+        from conformance.isolation import printable
+
+        # One line, whatever the message quotes (a path or a name with control characters).
+        print(f"posref: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("posref: interrupted", file=sys.stderr)

@@ -134,6 +134,33 @@ def describe(fn) -> str:
     return f"{module}:{name}"
 
 
+def target_files(target) -> list:
+    """The files TARGET's code would be loaded from, found without importing anything (report
+    paths must never replace them, issue 24): the file of a path target; for
+    ``package.module:name``, each ``package/module.py`` or ``package/module/__init__.py`` found
+    under the current directory or an entry of sys.path. [] for a malformed TARGET (the loader
+    says why later)."""
+    try:
+        where, _ = split_target(target)
+    except UsageError:
+        return []
+    if _is_path(where):
+        return [Path(where).expanduser()]
+    parts = where.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return []
+    found = []
+    for entry in dict.fromkeys([os.getcwd(), *(p for p in sys.path if isinstance(p, str))]):
+        base = Path(entry or os.getcwd()).joinpath(*parts)
+        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            try:
+                if candidate.is_file():
+                    found.append(candidate)
+            except OSError:
+                pass
+    return found
+
+
 def source_location(target, fn=None):
     """(file, line) where the adapter is defined, or None: for JUnit ``file``/``line``
     attributes, so that CI annotations point at the user's code.

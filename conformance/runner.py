@@ -97,14 +97,21 @@ def check_options(opts: Options) -> Options:
     opts.dtypes = dtypes
     if opts.profile not in tolerance.PROFILES:
         raise OptionError(f"profile must be one of {', '.join(tolerance.PROFILES)}, got {opts.profile!r}")
-    kind, _, index = str(opts.device).partition(":")
-    if kind not in DEVICES or (index and not (index.isdigit() and index.isascii())):
+    kind, colon, index = str(opts.device).partition(":")
+    # An index torch cannot parse (cpu:99999999999999999999999) used to end the run in a
+    # traceback while grading: cpu has the one device 0, cuda the ones torch counts.
+    if kind not in DEVICES or (colon and not (index.isdigit() and index.isascii() and len(index) <= 9)):
         raise OptionError(f"device must be cpu or cuda (optionally cuda:N), got {opts.device!r}")
+    if kind == "cpu" and colon and int(index) != 0:
+        raise OptionError(f"device {opts.device!r}: the cpu device has index 0 only")
     if kind == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise OptionError("device cuda requested, but torch.cuda.is_available() is False here")
+        if colon and int(index) >= torch.cuda.device_count():
+            raise OptionError(f"device {opts.device!r}: torch sees {torch.cuda.device_count()} cuda device(s), "
+                              f"numbered from 0")
     if opts.seed is not None:
         from reference.golden.fresh import MAX_SEED
 

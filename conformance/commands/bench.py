@@ -105,6 +105,12 @@ def run(args) -> int:
     for b in backends:
         if b not in ("cpu", "numpy", "cuda"):
             raise UsageError(f"--backends: unknown backend {b!r} (cpu, numpy, cuda)")
+    if args.json_file and args.json_file != "-":  # checked before minutes of timing
+        from conformance.reports._common import check_report_path
+
+        args.json_file = check_report_path("--json", args.json_file, parents=False)
+    elif args.json_file == "":
+        raise UsageError("--json: '' is not a file name ('-' for none)")
     families = getattr(args, "families", "yes")
     if families == "only":
         result = {"repeat": args.repeat, "notes": []}
@@ -123,9 +129,15 @@ def run(args) -> int:
         result["targets"] += bench_families.check_targets(result["families"])
     print(render(result))
     if args.json_file and args.json_file != "-":
-        with open(args.json_file, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        from conformance.reports._common import write_text_atomic
+
+        try:
+            write_text_atomic(args.json_file, json.dumps(result, indent=2, sort_keys=True) + "\n",
+                              parents=False)
+        except ValueError as exc:
+            raise UsageError(f"--json: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"--json: cannot write {args.json_file}: {exc.strerror or exc}") from None
         print(f"\nwritten: {args.json_file}")
     return 0
 

@@ -149,6 +149,7 @@ def run(args) -> int:
         autocast=args.autocast,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
+    _check_vectors_dir(args)
     _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     _tell_supervisor(args, opts)
     fn = None if args.isolate else load_target(args.target)
@@ -198,27 +199,37 @@ def _watched(reporter):
 
 
 def _check_report_paths(args) -> None:
-    """UsageError naming the option when a report path is not a regular file or a new path (a
-    directory, a symlink, a device, a FIFO), lies under a file, or (for --plot) does not name a
-    PNG. Makes the paths absolute."""
+    """UsageError naming the option when a report path is empty, not a regular file or a new
+    path (a directory, a symlink, a device, a FIFO), lies under a file, would replace what is
+    graded (a file in the vectors directory in use, the target's own source), or (for --plot)
+    does not name a PNG. Makes the paths absolute."""
     from pathlib import Path
 
     from conformance.errors import UsageError
-    from conformance.reports._common import not_a_report_file
+    from conformance.loader import target_files
+    from conformance.reports._common import check_report_path
+    from reference.golden import store
 
+    vectors = args.vectors_dir if args.vectors_dir is not None else store.vectors_dir()
+    sources = target_files(args.target)
     for flag in ("json", "junit", "markdown", "plot", "write_expected_failures"):
         path = getattr(args, flag, None)
-        if not path or (flag == "json" and path == "-"):
+        if path is None or (flag == "json" and path == "-"):
             continue
-        p = Path(path).expanduser().absolute()  # an adapter's os.chdir must not move reports
-        setattr(args, flag, str(p))
-        problem = not_a_report_file(p)
-        if problem:
-            raise UsageError(f"--{flag.replace('_', '-')}: {path} {problem}")
-        parent = p.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if parent.exists() and not parent.is_dir():
-            raise UsageError(f"--{flag.replace('_', '-')}: cannot write {path}: {parent} is not a directory")
-        if flag == "plot" and p.suffix.lower() != ".png":
+        option = f"--{flag.replace('_', '-')}"
+        setattr(args, flag, check_report_path(option, path, protected_dirs=[vectors], protected_files=sources))
+        if flag == "plot" and Path(path).suffix.lower() != ".png":
             raise UsageError(f"--plot: {path}: the plot is a PNG image; name the file *.png")
+
+
+def _check_vectors_dir(args) -> None:
+    """--vectors-dir must name an existing directory: a usage error (exit 2) before grading, not
+    an integrity failure (exit 3) of vectors that are not there."""
+    import os
+
+    from conformance.errors import UsageError
+
+    if args.vectors_dir is None:
+        return
+    if args.vectors_dir == "" or "\x00" in args.vectors_dir or not os.path.isdir(args.vectors_dir):
+        raise UsageError(f"--vectors-dir: {args.vectors_dir!r} is not a directory")

@@ -37,6 +37,10 @@ def add_parser(subparsers):
 def run(args) -> int:
     from reference import identities
 
+    if args.json_file is not None:  # a path that cannot be written: exit 2 before the work
+        from conformance.reports._common import check_report_path
+
+        args.json_file = check_report_path("--json", args.json_file, parents=False)
     try:
         results = identities.run_identities(args.family)
     except ValueError as exc:  # an unknown --family (checks that raise are graded, not raised)
@@ -61,10 +65,15 @@ def to_json(results) -> list:
 
 
 def write_json(results, path) -> None:
+    """Write the JSON document through posref's checked writer (never through a link, a device
+    or a FIFO; whole or not at all)."""
+    from conformance.reports._common import write_text_atomic
+
+    text = json.dumps(to_json(results), indent=2, allow_nan=False) + "\n"
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(to_json(results), fh, indent=2, allow_nan=False)
-            fh.write("\n")
+        write_text_atomic(path, text, parents=False)
+    except ValueError as exc:
+        raise UsageError(f"--json: {exc}") from None
     except OSError as exc:
         raise UsageError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
 

@@ -54,12 +54,14 @@ def run(args) -> int:
                                   configs=tuple(args.configs or study.CONFIGS), max_position=args.max_position)
     finally:
         invoker.close()
-    out.mkdir(parents=True, exist_ok=True)
-    for config in dict.fromkeys(s.config for s in results if s.error):  # a config nothing ran on: no plot
-        write_text_atomic(out / f"{config}.png", study.render(results, config, args.target))
     table = study.summary_table(results)
-    write_text_atomic(out / "study.md", "\n".join([f"# posref study of `{args.target}`", ""] + table) + "\n")
-    write_text_atomic(out / "study.json", json.dumps([asdict(s) for s in results], indent=1) + "\n")
+    try:
+        for config in dict.fromkeys(s.config for s in results if s.error):  # a config nothing ran on: no plot
+            write_text_atomic(out / f"{config}.png", study.render(results, config, args.target))
+        write_text_atomic(out / "study.md", "\n".join([f"# posref study of `{args.target}`", ""] + table) + "\n")
+        write_text_atomic(out / "study.json", json.dumps([asdict(s) for s in results], indent=1) + "\n")
+    except (OSError, ValueError) as exc:  # a link, FIFO or device planted in --out: refused, one line
+        raise UsageError(f"--out: cannot write the study: {exc}") from None
     print("\n".join(table))
     print(f"wrote {out}/study.md, study.json and one PNG per configuration that ran")
     return 0

@@ -38,14 +38,14 @@ def add_parser(subparsers) -> None:
                        "(rope.apply), a group (rope.apply/llama2-d128) or a group name")
     regen.add_argument("--backend", choices=BACKENDS, default="cpu",
                        help="reference backend computing the expected arrays (default cpu)")
-    regen.add_argument("--out", type=Path, help="output directory (default: the vectors directory): a "
+    regen.add_argument("--out", type=_path, help="output directory (default: the vectors directory): a "
                        "new or empty one, or with --force another posref vectors directory")
     regen.add_argument("--force", action="store_true",
                        help="replace the vectors in an --out directory that already holds some")
     regen.set_defaults(func=run_regenerate)
 
     verify = sub.add_parser("verify", help="check manifest hashes, schema and arrays (exit 3 on a problem)")
-    verify.add_argument("--dir", type=Path, help="vectors directory (default: the installed one)")
+    verify.add_argument("--dir", type=_path, help="vectors directory (default: the installed one)")
     verify.add_argument("--rederive", action="store_true",
                         help="also recompute every case with the reference and compare")
     verify.add_argument("--certify", action="store_true",
@@ -64,6 +64,15 @@ def add_parser(subparsers) -> None:
     show = sub.add_parser("show", help="parameters, comment, flags and arrays of one case")
     show.add_argument("case_id", metavar="CASE_ID", help="e.g. rope.apply/llama2-d128/decode-4095")
     show.set_defaults(func=run_show)
+
+
+def _path(text: str) -> Path:
+    """A path argument; '' is refused (Path('') would silently mean the current folder)."""
+    if not text or "\x00" in text:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{text!r} is not a path")
+    return Path(text)
 
 
 def _missing_action(parser):
@@ -87,6 +96,7 @@ def _use_cuda_simulator_without_gpu() -> None:
 
 def run_regenerate(args) -> int:
     from reference.golden import catalog, generate
+    from reference.safe_files import FileRefused
 
     try:
         catalog.select(args.family)
@@ -100,6 +110,8 @@ def run_regenerate(args) -> int:
         generate.regenerate(args.out, family=args.family, backend=args.backend, force=args.force)
     except generate.TargetError as exc:
         raise UsageError(str(exc)) from None
+    except FileRefused as exc:  # a link or FIFO planted while the vectors were being built
+        raise UsageError(f"--out: {exc}") from None
     except OSError as exc:  # e.g. --out under a file, or a read-only vectors directory
         where = exc.filename or args.out or "the vectors directory"
         raise UsageError(f"--out: cannot write {where}: {exc.strerror or exc}") from None
@@ -214,6 +226,12 @@ def run_show(args) -> int:
         raise UsageError(f"unknown case id {args.case_id!r}{hint} (see: posref vectors list)") from None
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
+    except (ValueError, TypeError, RecursionError, OSError) as exc:  # a listed file changed since the check
+        from conformance.isolation import error_line
+
+        print(f"posref: error: the golden vectors fail their integrity check: {args.case_id!r}: "
+              f"{error_line(exc)}", file=sys.stderr)
+        return EXIT_INTEGRITY
     print(f"{case.id}   (posref suite {store.SUITE_VERSION})")
     print(f"protocol: {case.protocol}")
     print("params:   " + ", ".join(f"{k}={v!r}" for k, v in case.params.items()))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -260,54 +258,69 @@ def citation(report, case) -> str:
 
 
 def not_a_report_file(path) -> str | None:
-    """Why ``path`` must not be replaced by a report ("is a symbolic link", ...), or None for a
-    regular file or a path that does not exist yet. Reports are written by renaming a new file
-    over the path, which would turn a device (/dev/null), a FIFO or a symlink into a regular file;
-    posref refuses those instead of writing through them."""
-    try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):  # a new path (a bad parent is reported apart)
-        return None
-    except OSError as exc:
-        return f"cannot be checked ({exc.strerror})"
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
-    kinds = [(stat.S_ISLNK, "a symbolic link"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")]
-    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
-    return f"is {kind}: reports are written only to regular files or new paths"
+    """Why ``path`` must not be replaced by a report ("is a symbolic link: ...", "is a FIFO:
+    ..."), or None for a regular file or a path that does not exist yet. Reports are written by
+    renaming a new file over the path (reference.safe_files), which would turn a device
+    (/dev/null), a FIFO or a symlink into a regular file; posref refuses those instead."""
+    from reference.safe_files import not_a_regular_file
+
+    return not_a_regular_file(path)
 
 
-def write_text_atomic(path, text) -> None:
+def write_text_atomic(path, text, *, parents: bool = True) -> None:
     """Write a whole file or nothing (a killed run never leaves half a report behind), only over
-    a regular file or a new path (``not_a_report_file``, checked again here since the adapter ran
-    in between). text may be str (written as UTF-8) or bytes."""
-    path = Path(path)
-    problem = not_a_report_file(path)
+    a regular file or a new path, never through a link (reference.safe_files.write_atomic; the
+    path is checked again there since the adapter ran in between). text may be str (written as
+    UTF-8) or bytes; parents=False: a missing folder is an OSError, not created. ValueError
+    (FileRefused) for a path that may not be written."""
+    from reference.safe_files import write_atomic
+
+    write_atomic(path, text, parents=parents)
+
+
+def check_report_path(option: str, path, *, protected_dirs=(), protected_files=(), parents: bool = True) -> str:
+    """The absolute path a report given as ``--option path`` will be written to; UsageError (one
+    line, before any work) when it is empty, not a regular file or a new path (a directory, a
+    symlink, a device such as /dev/full, a FIFO), lies under a file, or would replace what is
+    being graded: a file inside one of ``protected_dirs`` (the vectors directory in use) or one
+    of ``protected_files`` (the target's own source). Absolute, so that an adapter's os.chdir
+    cannot move the report. parents=False: the folder must exist already."""
+    from conformance.errors import UsageError
+
+    if path is None or str(path) == "" or "\x00" in str(path):
+        raise UsageError(f"{option}: {str(path)!r} is not a file name")
+    p = Path(path).expanduser().absolute()
+    problem = not_a_report_file(p)
     if problem:
-        raise ValueError(f"{path} {problem}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        raise UsageError(f"{option}: {path} {problem}")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"{option}: cannot write {path}: {parent} is not a directory")
+    if not parents and parent != p.parent:
+        raise UsageError(f"{option}: cannot write {path}: the folder {p.parent} does not exist")
+    # The entry the rename replaces: its folder with links resolved, and its own name.
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
+        where = p.parent.resolve() / p.name
+    except (OSError, RuntimeError):
+        where = p
+    for folder in protected_dirs:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+            inside = where.is_relative_to(Path(folder).resolve())
+        except (OSError, RuntimeError):
+            inside = False
+        if inside:
+            raise UsageError(f"{option}: {path} lies inside the vectors directory being graded "
+                             f"({folder}); write reports elsewhere")
+    for source in protected_files:
+        try:
+            same = where == Path(source).resolve() or (where.exists() and os.path.samefile(where, source))
+        except (OSError, RuntimeError):
+            same = False
+        if same:
+            raise UsageError(f"{option}: {path} is the target's own source file; write reports elsewhere")
+    return str(p)
 
 
 def grad_overview(report) -> str:

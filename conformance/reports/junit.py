@@ -28,7 +28,11 @@ _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010
 
 
 def _clean(text) -> str:
-    return _INVALID_XML.sub("\ufffd", str(text))
+    """Text XML can carry: characters XML 1.0 has no place for (\\x1b, a lone surrogate) are
+    written escaped, as the terminal shows them; ElementTree escapes <, > and & itself."""
+    from conformance.isolation import printable
+
+    return _INVALID_XML.sub(lambda m: printable(m.group()), str(text))
 
 
 def _sub(parent, tag, **attrs):

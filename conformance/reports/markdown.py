@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from conformance.isolation import printable
 from conformance.reports._common import autocast_overview, case_reason, codes, fmt_float, grad_overview, \
     graded_gradients, messages, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
 
@@ -20,22 +21,56 @@ MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What Markdown or the HTML it may hold would act on in a message from the adapter: raw HTML
+# (<script>, </details> closing the report's own blocks), links and images (![x](http://...)),
+# emphasis and code spans. Escaped, the reader sees the characters as written.
+_ACTIVE = re.compile(r"[\\`*_\[\]<>&!~#|]")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+class _Code(str):
+    """A cell already written as a code span (``_code``): shown as is, not escaped again."""
+
+
+def _text(text) -> str:
+    """Plain text from anywhere (an adapter's message, a type name) as inert Markdown: HTML
+    characters as entities, Markdown punctuation backslash-escaped, control characters and line
+    breaks as spaces."""
+    flat = _flat(text)
+    return _ACTIVE.sub(lambda m: _ENTITIES.get(m.group(), "\\" + m.group()), flat)
+
+
+def _flat(text) -> str:
+    """One line: line breaks and runs of spaces as one space, every other character a terminal
+    or an encoder would choke on escaped (\\x1b, a lone surrogate)."""
+    return printable(" ".join(_CONTROL.sub(" ", str(text)).split()))
 
 
 def _cell(text) -> str:
-    """Markdown table cell: no line breaks or control characters, pipes escaped."""
-    return " ".join(_CONTROL.sub(" ", str(text)).split()).replace("|", "\\|") or " "
+    """Markdown table cell: one line, no control characters, pipes escaped; text that is not a
+    code span is escaped (``_text``)."""
+    if isinstance(text, _Code):
+        return str(text).replace("|", "\\|") or " "
+    return _text(text) or " "
 
 
 def _row(*cells) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
+def _fence(text, char="`", least=1) -> str:
+    """A fence of ``char`` longer than the longest run of it in text (so text cannot close it)."""
+    runs = [len(m.group()) for m in re.finditer(re.escape(char) + "+", str(text))]
+    return char * max(least, max(runs, default=0) + 1)
+
+
 def _code(text) -> str:
-    text = str(text)
-    fence = "``" if "`" in text else "`"
+    """A code span: inside it Markdown and HTML are shown as written; the fence is longer than
+    any run of backticks in the text, so the text cannot end it early."""
+    text = _flat(text)
+    fence = _fence(text) if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return _Code(f"{fence}{pad}{text}{pad}{fence}")
 
 
 def _environment(env) -> str:
@@ -75,7 +110,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     grads = graded_gradients(report)
     training = ([grad_overview(report)] if grads else []) + autocast_overview(report)
     if training:
-        out += [f"- {_cell(line)}" for line in training] + [""]
+        out += [f"- {_text(line)}" for line in training] + [""]
     if report.baseline:
         base = report.baseline
         out.append(f"Expected failures: {base['expected']} case(s) listed in {_code(base['file'])} failed "
@@ -137,12 +172,13 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
         if repro:
             # A repro is a posref command line, or Python when the adapter was a callable.
             language = "shell" if repro.startswith("posref ") else "python"
-            out += ["<details><summary>Reproduce the first failure</summary>", "", f"```{language}",
-                    repro.rstrip(), "```", "", "</details>", ""]
+            fence = _fence(repro, least=3)  # a target named with ``` cannot end the block
+            out += ["<details><summary>Reproduce the first failure</summary>", "", f"{fence}{language}",
+                    "\n".join(printable(line) for line in repro.rstrip().splitlines()), fence, "", "</details>", ""]
 
     if skipped:
         out += [f"<details><summary>Skipped cases ({len(skipped)})</summary>", ""]
-        out += [f"- {_code(c.id)} [{c.dtype}]: {_cell(case_reason(c))}" for c in skipped[:max_rows]]
+        out += [f"- {_code(c.id)} \\[{c.dtype}\\]: {_text(case_reason(c))}" for c in skipped[:max_rows]]
         if len(skipped) > max_rows:
             out.append(f"- …and {len(skipped) - max_rows} more")
         out += ["", "</details>", ""]

@@ -110,8 +110,12 @@ def render(report) -> bytes:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    from conformance.isolation import printable
+
     data = series(report)
-    title = f"posref {report.suite_version} · {report.protocol} · {report.target}"
+    # Every text is drawn with parse_math=False: a target named "a$^$b.py" made matplotlib parse
+    # mathtext and fail after grading (issue 24); printable: no control characters either.
+    title = printable(f"posref {report.suite_version} · {report.protocol} · {report.target}")
     sub = (f"profile {report.profile} · vectors {short_digest(report.vectors_digest)} · "
            f"device {(report.environment or {}).get('device', '?')}")
 
@@ -121,8 +125,8 @@ def render(report) -> bytes:
         fig.text(0.5, 0.62, "no per-position data to plot", ha="center", va="center",
                  fontsize=15, color="#555555")
         fig.text(0.5, 0.40, summary_line(report), ha="center", va="center", fontsize=8,
-                 wrap=True)
-        fig.suptitle(title, fontsize=10)
+                 wrap=True, parse_math=False)
+        fig.suptitle(title, fontsize=10, parse_math=False)
         return _png(fig)
 
     fig = Figure(figsize=(10, 7.5), dpi=110, layout="constrained")
@@ -186,10 +190,10 @@ def render(report) -> bytes:
         handles.append(handle)
         labels.append(label)
     ax_ratio.legend(handles, labels, fontsize=8, loc="best")
-    ax_err.set_title(sub, fontsize=9)
-    fig.suptitle(title, fontsize=11)
+    ax_err.set_title(sub, fontsize=9, parse_math=False)
+    fig.suptitle(title, fontsize=11, parse_math=False)
     footer = summary_line(report) + ("\n" + "; ".join(notes) if notes else "")
-    fig.supxlabel(footer, fontsize=7, color="#444444")
+    fig.supxlabel(footer, fontsize=7, color="#444444", parse_math=False)
     return _png(fig)
 
 

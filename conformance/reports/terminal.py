@@ -281,8 +281,9 @@ class _Lines:
         import textwrap
 
         pad = " " * indent
+        text = _printable(text, wrap)
         if not wrap:
-            self.lines.append((pad + str(text), style))
+            self.lines.append((pad + text, style))
             return
         # Long words (a digest, a path) stay whole on a line of their own: they must copy whole.
         wrapped = textwrap.wrap(str(text), width=self.width, initial_indent=pad, subsequent_indent=pad + "  ",
@@ -291,7 +292,7 @@ class _Lines:
 
     def command(self, text: str, indent: int = 0) -> None:
         pad = " " * indent
-        words, line = str(text).split(" "), pad + "$"
+        words, line = _printable(text, False).split(" "), pad + "$"
         for word in words:
             if len(line) + 1 + len(word) + 2 > self.width and line.strip() != "$":
                 self.lines.append((line + " \\", "dim"))
@@ -302,6 +303,21 @@ class _Lines:
     def blank(self) -> None:
         if self.lines and self.lines[-1][0]:
             self.lines.append(("", ""))
+
+
+def _printable(text, wrap: bool) -> str:
+    """The text with every character a terminal would act on escaped (an adapter's exception or
+    return type named "\\x1b[31mEvil" must not colour, move or clear the terminal, issue 24);
+    line breaks and tabs of wrapped text become spaces, as textwrap makes them anyway."""
+    from conformance.isolation import printable
+
+    text = str(text)
+    if wrap:
+        text = text.replace("\r\n", " ").translate(_WHITESPACE)
+    return printable(text)
+
+
+_WHITESPACE = {ord(c): " " for c in "\t\n\r\x0b\x0c"}
 
 
 __all__ = ["TerminalReporter"]

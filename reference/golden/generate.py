@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -125,10 +126,28 @@ class TargetError(ValueError):
     """``out`` is not a place regeneration may write into (a usage error: exit 2)."""
 
 
+def _regular(path: Path) -> bool:
+    """A regular file, not a link to one (and never a FIFO, which would block a read)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _real_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _listed_files(out: Path) -> set | None:
     """The files the manifest in ``out`` lists, or None when ``out`` holds no posref manifest."""
+    path = out / store.MANIFEST_NAME
+    if not _regular(path):
+        return None
     try:
-        data = json.loads((out / store.MANIFEST_NAME).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or "suite_version" not in data or not isinstance(data.get("files"), dict):
@@ -151,6 +170,25 @@ def _check_target(out: Path, *, default: bool, force: bool) -> None:
         raise TargetError(f"--out: {out} holds posref vectors; pass --force to replace them")
 
 
+def _check_entries(out: Path, groups) -> None:
+    """Every folder and file regeneration writes into ``out`` is new, a real folder or a regular
+    file: a symbolic link (``t5.bucket/t5-decoder.json -> ../../../victim``, or a protocol folder
+    that links elsewhere), a FIFO or a device is refused (TargetError) before any work, so that
+    nothing is written outside ``out`` (issue 24). The writer checks again (reference.safe_files)."""
+    from reference.safe_files import not_a_regular_file
+
+    rels = [store.MANIFEST_NAME] + [rel for g in groups for rel in group_paths(g)]
+    for folder in sorted({rel.split("/", 1)[0] for rel in rels if "/" in rel}):
+        path = out / folder
+        if os.path.lexists(path) and not _real_folder(path):
+            raise TargetError(f"--out: {path} is not a real folder (a symbolic link?); posref writes "
+                              "the vectors only into folders of --out itself")
+    for rel in rels:
+        problem = not_a_regular_file(out / rel)
+        if problem:
+            raise TargetError(f"--out: {out / rel} {problem}")
+
+
 def _remove_stale(out: Path, listed: set, say) -> None:
     """After a full regeneration, delete group files the catalog no longer has (a renamed or
     dropped group): only .json/.npz files of the catalog's protocol folders that the previous
@@ -159,6 +197,8 @@ def _remove_stale(out: Path, listed: set, say) -> None:
     keep = {rel for g in groups for rel in group_paths(g)}
     for protocol in sorted({g.protocol for g in groups}):
         folder = out / protocol
+        if not _real_folder(folder):  # a linked folder: its files are not ours to delete
+            continue
         for path in sorted(folder.glob("*")):
             rel = f"{protocol}/{path.name}"
             if (path.is_file() and not path.is_symlink() and path.suffix in (".json", ".npz")
@@ -191,6 +231,7 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     say = progress or (lambda message: None)
     _check_writable(out)
     _check_target(out, default=out_dir is None, force=force)
+    _check_entries(out, catalog.all_groups())
     listed = _listed_files(out) or set()
     start = time.perf_counter()
     built = []
@@ -209,12 +250,14 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
         built.append((group, meta, arrays, cert))
         say(f"[{index}/{len(groups)}] {group.key}: {meta['numberOfTests']} cases, {cert.certified} values "
             f"certified {cert.rounding}ly rounded (max {cert.max_ulp:.3g} ulp) ({time.perf_counter() - t0:.2f} s)")
+    from reference.safe_files import write_atomic
+
     out.mkdir(parents=True, exist_ok=True)
     for group, meta, arrays, _ in built:
         json_rel, npz_rel = group_paths(group)
-        (out / group.protocol).mkdir(exist_ok=True)
-        (out / json_rel).write_text(metadata_text(meta), encoding="utf-8")
-        npzio.write_npz(out / npz_rel, arrays)
+        # New files renamed into place, no folder below out followed through a link.
+        write_atomic(out / json_rel, metadata_text(meta), inside=out)
+        npzio.write_npz(out / npz_rel, arrays, inside=out)
     if family is None:
         _remove_stale(out, listed, say)
     certification = _previous_certification(out)
@@ -223,7 +266,7 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     counts: dict[str, int] = {}
     for group in catalog.all_groups():
         rels = group_paths(group)
-        if all((out / rel).is_file() for rel in rels):
+        if _real_folder(out / group.protocol) and all(_regular(out / rel) for rel in rels):
             present.extend(rels)
             n = sum(len(tg.tests) for tg in group.test_groups)
             counts[group.protocol] = counts.get(group.protocol, 0) + n
@@ -235,7 +278,7 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     result = manifest.build(out, present, backend, counts, records)
     manifest.write(out, result)
     if out_dir is None:  # the shipped vectors: pin their digest in the package
-        store.SHIPPED_DIGEST_FILE.write_text(result["digest"] + "\n", encoding="ascii")
+        write_atomic(store.SHIPPED_DIGEST_FILE, result["digest"] + "\n")
     say(f"wrote {len(groups)} groups to {out} in {time.perf_counter() - start:.1f} s; "
         f"digest {result['digest']}")
     return result
@@ -245,5 +288,5 @@ def _previous_certification(out: Path) -> dict:
     """The certification records of the manifest already in ``out`` (for groups not rebuilt)."""
     try:
         return dict(store.load_manifest(out).get("certification", {}))
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError, RecursionError, AttributeError):
         return {}

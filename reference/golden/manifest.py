@@ -66,6 +66,9 @@ def build(directory: Path, paths: list[str], backend: str, case_counts: dict[str
 
 
 def write(directory: Path, manifest: dict) -> Path:
+    """Write MANIFEST.json into ``directory`` whole, never through a link (reference.safe_files)."""
+    from reference.safe_files import write_atomic
+
     path = Path(directory) / store.MANIFEST_NAME
-    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(manifest, indent=2) + "\n", inside=directory)
     return path

@@ -44,28 +44,46 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    Path(path).write_bytes(npz_bytes(arrays))
+def write_npz(path: Path, arrays: dict[str, np.ndarray], *, inside=None) -> None:
+    """Write the .npz whole, never through a link (reference.safe_files; ``inside``: the folder
+    no write may leave)."""
+    from reference.safe_files import write_atomic
+
+    write_atomic(path, npz_bytes(arrays), inside=inside)
 
 
 MAX_MEMBER_BYTES = 256 * 2**20  # one array, decompressed; posref's largest is far below
 
 
-def read_npz(path: Path) -> dict[str, np.ndarray]:
+def read_npz(path: Path, *, members=None, max_total=None) -> dict[str, np.ndarray]:
     """Load every member of an .npz as a read-only array; NpzError names what is wrong.
 
-    Each member is decompressed at most up to MAX_MEMBER_BYTES (a deflate bomb stops there) and
-    parsed from those bytes with ``allow_pickle=False``."""
+    Before anything is inflated, from the zip's directory: every member must be an .npy of at
+    most MAX_MEMBER_BYTES, one of ``members`` (the names the group's metadata lists) when given,
+    and their sizes together at most ``max_total`` when given (the file's size in the manifest:
+    posref stores arrays uncompressed, so its members never claim more bytes than the file has).
+    Each member is then decompressed at most up to MAX_MEMBER_BYTES (a deflate bomb whose header
+    lies stops there) and parsed from those bytes with ``allow_pickle=False``."""
     path = Path(path)
     out: dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(path) as zf:
+            total = 0
             for info in zf.infolist():
                 if not info.filename.endswith(".npy"):
                     raise NpzError(f"member {info.filename!r} is not an .npy array")
                 if info.file_size > MAX_MEMBER_BYTES:
                     raise NpzError(f"member {info.filename!r} claims {info.file_size} bytes, over the "
                                    f"{MAX_MEMBER_BYTES // 2**20} MiB limit")
+                if members is not None and info.filename not in members:
+                    raise NpzError(f"member {info.filename!r} is not an array the metadata lists "
+                                   "(not inflated)")
+                total += info.file_size
+            if max_total is not None and total > max_total:
+                raise NpzError(f"members claim {total} bytes uncompressed, more than the {max_total} bytes "
+                               "the manifest lists for the whole file (posref stores arrays "
+                               "uncompressed; not inflated)")
+            for info in zf.infolist():
                 with zf.open(info) as fh:
                     raw = fh.read(MAX_MEMBER_BYTES + 1)
                 if len(raw) > MAX_MEMBER_BYTES:

@@ -163,12 +163,24 @@ def iter_cases(protocol: str | None = None, directory=None) -> Iterator[GoldenCa
 
 
 def get_case(case_id: str, directory=None) -> GoldenCase:
-    """The case with this id; KeyError if there is none."""
-    parts = case_id.split("/")
-    if len(parts) != 3 or not all(parts):
+    """The case with this id; KeyError if there is none.
+
+    A case id is three names of the catalog, ``<protocol>/<group>/<test>``, never a path: the
+    group's metadata file must be one MANIFEST.json lists (``vectors show ../evil3/span`` read
+    ``../evil3.json`` outside the vectors directory). ValueError (json.JSONDecodeError, NpzError)
+    when a listed file cannot be read as vectors."""
+    parts = case_id.split("/") if isinstance(case_id, str) else []
+    if len(parts) != 3 or any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts):
         raise KeyError(case_id)
-    path = _resolve(directory) / parts[0] / f"{parts[1]}.json"
-    if not path.is_file():
+    rel = f"{parts[0]}/{parts[1]}.json"
+    try:
+        listed = load_manifest(directory).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        listed = {}
+    if not isinstance(listed, dict) or rel not in listed:
+        raise KeyError(case_id)
+    path = _resolve(directory) / rel
+    if path.is_symlink() or not path.is_file():
         raise KeyError(case_id)
     for case in load_group(path):
         if case.id == case_id:

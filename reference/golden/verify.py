@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -147,8 +148,14 @@ def _check_manifest(root: Path) -> tuple[dict | None, list[Problem]]:
     return data, problems
 
 
+MAX_FILE_BYTES = 256 * 2**20  # one listed file; posref's largest is about 1.2 MB
+_CHUNK = 2**20
+
+
 def _check_files(root: Path, files: dict) -> list[Problem]:
-    """Hash and size of every listed file."""
+    """Size and hash of every listed file: the size (from the manifest and the file system) is
+    checked before a byte is read, and the hash is computed in chunks, so a 4 GiB file (sparse,
+    or listed as such by a re-hashed manifest) costs neither the memory nor the time to read it."""
     problems = []
     for rel, entry in files.items():
         reason = unsafe_path_reason(rel, root)
@@ -159,28 +166,87 @@ def _check_files(root: Path, files: dict) -> list[Problem]:
         if not path.is_file():
             problems.append(Problem(rel, "missing (listed in MANIFEST.json)"))
             continue
+        listed = entry["bytes"]
+        if listed > MAX_FILE_BYTES:
+            problems.append(Problem(rel, f"listed as {listed} bytes, over the {MAX_FILE_BYTES // 2**20} MiB "
+                                         "a vectors file may have (not read)"))
+            continue
         try:
-            data = path.read_bytes()
+            size = path.stat().st_size
         except OSError as exc:
             problems.append(Problem(rel, f"cannot read ({exc.strerror or exc})"))
             continue
-        if len(data) < entry["bytes"]:
-            problems.append(Problem(rel, f"truncated: {len(data)} of {entry['bytes']} bytes"))
-        elif hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        if size < listed:
+            problems.append(Problem(rel, f"truncated: {size} of {listed} bytes"))
+            continue
+        if size > listed:
+            problems.append(Problem(rel, f"changed: {size} bytes, listed {listed} (not read)"))
+            continue
+        try:
+            digest, read = _sha256(path, listed)
+        except OSError as exc:
+            problems.append(Problem(rel, f"cannot read ({exc.strerror or exc})"))
+            continue
+        if read != listed:
+            problems.append(Problem(rel, f"changed while read: {read} bytes, listed {listed}"))
+        elif digest != entry["sha256"]:
             problems.append(Problem(rel, f"changed: sha256 differs from MANIFEST.json "
-                                         f"({len(data)} bytes, listed {entry['bytes']})"))
+                                         f"({read} bytes, listed {listed})"))
     return problems
 
 
+def _sha256(path: Path, limit: int) -> tuple[str, int]:
+    """(hex sha256, bytes read) of at most limit + 1 bytes of path, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    read = 0
+    with open(path, "rb") as f:
+        while read <= limit:
+            chunk = f.read(min(_CHUNK, limit + 1 - read))
+            if not chunk:
+                break
+            h.update(chunk)
+            read += len(chunk)
+    return h.hexdigest(), read
+
+
 def _unlisted(root: Path, files: dict) -> list[Problem]:
+    """Files the manifest does not list, found by an iterative walk (a copy with 1,100 nested
+    folders made rglob recurse past Python's limit). The layout is <protocol>/<file>: a folder
+    inside a protocol folder is reported once and not entered."""
     out = []
-    for path in sorted(root.rglob("*")):
-        if path.is_dir() and not path.is_symlink():
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            rel = folder.relative_to(root).as_posix()
+            out.append(Problem(rel or ".", f"cannot be listed ({exc.strerror or exc})"))
             continue
-        rel = path.relative_to(root).as_posix()
-        if rel != store.MANIFEST_NAME and rel not in files:
-            out.append(Problem(rel, "not listed in MANIFEST.json"))
-    return out
+        for entry in entries:
+            path = Path(entry.path)
+            rel = path.relative_to(root).as_posix()
+            if entry.is_dir(follow_symlinks=False):
+                if depth >= 1:
+                    out.append(Problem(rel, "a folder inside a protocol folder: the vectors layout has none"))
+                else:
+                    stack.append((path, depth + 1))
+            elif rel != store.MANIFEST_NAME and rel not in files:
+                out.append(Problem(rel, "not listed in MANIFEST.json"))
+    return sorted(out, key=lambda p: p.path)
+
+
+def _npz_members(root: Path, npz_rel: str, files: dict):
+    """The member names the metadata file of ``npz_rel`` lists ("<test>.<role>.npy"), or None
+    when that metadata is unreadable or malformed (its own problem is reported; the arrays are
+    then not opened)."""
+    json_rel = npz_rel[: -len(".npz")] + ".json"
+    if json_rel not in files:
+        return None
+    meta, problem = _load_json(root / json_rel)
+    if problem or schema_errors(meta, "vectors.schema.json"):
+        return None
+    return {f"{key}.npy" for tg in meta["testGroups"] for test in tg["tests"] for key in test["arrays"].values()}
 
 
 def _check_group(root: Path, rel: str, npz_cache: dict) -> list[Problem]:
@@ -276,8 +342,13 @@ def check(directory=None) -> list[Problem]:
     npz_cache = {}
     readable = [p for p in files if p not in broken]
     for rel in sorted(p for p in readable if p.endswith(".npz")):
+        members = _npz_members(root, rel, files)
+        if members is None:
+            continue
         try:
-            npz_cache[rel] = read_npz(root / rel)
+            # Unlisted members, and members claiming more bytes than the whole listed file,
+            # are refused from the zip directory before anything is inflated.
+            npz_cache[rel] = read_npz(root / rel, members=members, max_total=files[rel]["bytes"])
         except NpzError as exc:
             problems.append(Problem(rel, str(exc)))
     for rel in sorted(p for p in readable if p.endswith(".json")):

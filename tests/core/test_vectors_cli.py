@@ -82,3 +82,42 @@ def test_vectors_commands_never_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# ---- issue 24: case ids are names in the catalog, never paths --------------------------------------
+
+
+def _vectors_in_use(tmp_path, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "v" / "vectors"
+    shutil.copytree(store.vectors_dir(), copy)
+    monkeypatch.setenv(store.ENV_VAR, str(copy))
+    return copy
+
+
+def test_show_never_reads_a_file_outside_the_vectors_directory(tmp_path, monkeypatch, capsys):
+    """`vectors show ../evil3/span` read <vectors>/../evil3.json (a malformed one: a
+    JSONDecodeError traceback)."""
+    copy = _vectors_in_use(tmp_path, monkeypatch)
+    (copy.parent / "evil3.json").write_text("{ not json")
+    read = []
+    real = store.load_group
+    monkeypatch.setattr(store, "load_group", lambda path: read.append(path) or real(path))
+    for case_id in ("../evil3/span", "./evil3/span", "rope.apply/../x", "/etc/passwd"):
+        assert main(["vectors", "show", case_id]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "unknown case id" in err
+    assert read and not [p for p in read if not p.resolve().is_relative_to(copy.resolve())]
+
+
+def test_show_of_a_listed_file_that_became_malformed_is_exit_3_one_line(tmp_path, monkeypatch, capsys):
+    """The integrity check passed, then the file changed (a race): exit 3, one line."""
+    from conformance.commands import vectors as command
+
+    copy = _vectors_in_use(tmp_path, monkeypatch)
+    monkeypatch.setattr(command, "_integrity_failure", lambda: None)
+    (copy / "rope.cache" / "worked-example.json").write_text("{ not json")
+    assert main(["vectors", "show", "rope.cache/worked-example/m1-d2"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "integrity" in err and "JSONDecodeError" in err

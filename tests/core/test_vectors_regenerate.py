@@ -174,3 +174,87 @@ def test_list_and_show_check_integrity_first(tmp_path, monkeypatch, capsys, argv
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "integrity" in err and "worked-example" in err
+
+
+# ---- issue 24: regenerate never writes through a link --------------------------------------------
+
+
+@pytest.fixture
+def small_out(tmp_path, monkeypatch):
+    """A one-group vectors directory made by `posref vectors regenerate` (fast), with the
+    catalog limited to that group, and the regenerate command line that replaces it."""
+    small = catalog.select("rope.cache/worked-example")
+    monkeypatch.setattr(catalog, "all_groups", lambda: small)
+    out = tmp_path / "out"
+    args = ["vectors", "regenerate", "--backend", "numpy", "--out", str(out)]
+    assert main(args) == 0
+    return out, args + ["--force"]
+
+
+def test_regenerate_force_refuses_a_group_file_that_is_a_symlink(small_out, tmp_path, capsys):
+    """Issue 24: a group file linked outside --out (worked-example.json -> ../../victim) was
+    followed with --force and the file outside overwritten."""
+    out, args = small_out
+    victim = tmp_path / "victim"
+    victim.write_text("a user's file")
+    link = out / "rope.cache" / "worked-example.json"
+    link.unlink()
+    link.symlink_to(os.path.relpath(victim, link.parent))
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a symbolic link" in err and "worked-example.json" in err
+    assert victim.read_text() == "a user's file" and link.is_symlink()
+
+
+def test_regenerate_force_refuses_a_protocol_folder_that_is_a_symlink(small_out, tmp_path, capsys):
+    out, args = small_out
+    elsewhere = tmp_path / "elsewhere"
+    (out / "rope.cache").rename(elsewhere)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    (out / "rope.cache").symlink_to(elsewhere, target_is_directory=True)
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "not a real folder" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "manifest"])
+def test_the_vectors_writer_never_follows_a_link_planted_after_the_check(tmp_path, kind):
+    """The race the pre-flight check cannot close: the writer itself opens each folder below
+    --out without following links and refuses a destination that is not a regular file."""
+    from reference.golden import manifest
+    from reference.safe_files import FileRefused
+
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    (out / "rope.cache").mkdir(parents=True)
+    victim.mkdir()
+    (victim / "g.npz").write_bytes(b"keep")
+    (victim / "MANIFEST.json").write_bytes(b"keep")
+    if kind == "folder":
+        (out / "rope.cache").rmdir()
+        (out / "rope.cache").symlink_to(victim, target_is_directory=True)
+        with pytest.raises(FileRefused, match="symbolic link"):
+            npzio.write_npz(out / "rope.cache" / "g.npz", {"a": np.zeros(2)}, inside=out)
+    elif kind == "file":
+        (out / "rope.cache" / "g.npz").symlink_to(victim / "g.npz")
+        with pytest.raises(FileRefused, match="symbolic link"):
+            npzio.write_npz(out / "rope.cache" / "g.npz", {"a": np.zeros(2)}, inside=out)
+    else:
+        (out / "MANIFEST.json").symlink_to(victim / "MANIFEST.json")
+        with pytest.raises(FileRefused, match="symbolic link"):
+            manifest.write(out, {"files": {}})
+    assert (victim / "g.npz").read_bytes() == b"keep" and (victim / "MANIFEST.json").read_bytes() == b"keep"
+    assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("argv", [["vectors", "regenerate", "--out", ""], ["vectors", "verify", "--dir", ""]])
+def test_an_empty_folder_argument_is_one_line_exit_2(argv, tmp_path, monkeypatch, capsys):
+    """Path('') is the current folder: `--out ''` in an empty folder wrote the vectors there."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(argv + ["--family", "rope.cache/worked-example"] if "regenerate" in argv else argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'' is not a path" in err
+    assert list(tmp_path.iterdir()) == []

@@ -248,7 +248,7 @@ def test_a_file_whose_hash_fails_is_never_opened(vectors_copy, capsys, monkeypat
     _bomb_npz(vectors_copy / NPZ)
     opened = []
     real = npzio.read_npz
-    monkeypatch.setattr(verify, "read_npz", lambda p: opened.append(p) or real(p))
+    monkeypatch.setattr(verify, "read_npz", lambda p, **kw: opened.append(p) or real(p, **kw))
     _assert_fails(capsys, vectors_copy, f"{NPZ}: truncated")  # smaller than listed: hash fails
     assert opened and not [p for p in opened if str(p).endswith(NPZ)]
 
@@ -274,3 +274,115 @@ def test_a_listed_file_that_is_a_symlink_to_itself(vectors_copy, capsys):
     _edit_manifest(vectors_copy, lambda d: d["files"].__setitem__(
         "rope.apply/loop.json", {"sha256": "0" * 64, "bytes": 2}))
     _assert_fails(capsys, vectors_copy, "rope.apply/loop.json: a symbolic link")
+
+
+# ---- issue 24: hostile files, second pass: bounded depth, memory and time -----------------------
+
+
+def test_a_copy_with_1100_nested_folders_is_a_problem_not_a_traceback(vectors_copy, capsys):
+    """rglob recursed past Python's limit (RecursionError traceback); the walk is iterative and
+    a folder inside a protocol folder is reported once, not entered."""
+    import os
+
+    deep = vectors_copy / "rope.apply"
+    folders = []
+    for _ in range(1100):  # one by one: os.makedirs itself recurses
+        deep = deep / "d"
+        os.mkdir(deep)
+        folders.append(deep)
+    (deep / "x.json").write_text("{}")
+    try:
+        code, out = _verify(capsys, vectors_copy)
+    finally:  # and so would the clean-up of tmp_path
+        (deep / "x.json").unlink()
+        for folder in reversed(folders):
+            os.rmdir(folder)
+    assert code == 3 and "Traceback" not in out, out[-2000:]
+    assert "rope.apply/d: a folder inside a protocol folder" in out
+    assert out.count("FAIL ") == 1
+
+
+def _sparse(path, size):
+    path.unlink()
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+def test_a_listed_file_replaced_by_a_huge_sparse_file_is_never_read(vectors_copy, capsys, monkeypatch):
+    """A listed npz replaced by a 4 GiB sparse file: MemoryError (the whole file was read to hash
+    it). Its size is checked against the manifest first; re-hashed, against the limit. Small here:
+    256 MiB sparse, peak memory measured."""
+    import tracemalloc
+
+    _sparse(vectors_copy / NPZ, 256 * 2**20)
+    tracemalloc.start()
+    try:
+        code, out = _verify(capsys, vectors_copy)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 3 and f"{NPZ}: changed: {256 * 2**20} bytes, listed" in out, out[-2000:]
+    assert peak < 64 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    rehash_vectors(vectors_copy)  # a careful attacker: the manifest lists the 256 MiB
+    monkeypatch.setattr(verify, "MAX_FILE_BYTES", 64 * 2**20)
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: listed as {256 * 2**20} bytes, over the 64 MiB")
+
+
+def _npz_with_extra_members(path, extra, size):
+    """The npz with ``extra`` more deflated members of ``size`` zero bytes each (tiny on disk)."""
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        for k in range(extra):
+            with zf.open(f"extra{k}.npy", "w", force_zip64=True) as member:
+                header = io.BytesIO()
+                np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                              "shape": (size // 8,)})
+                member.write(header.getvalue())
+                for _ in range(size // 2**20):
+                    member.write(bytes(2**20))
+
+
+def _spy_on_inflation(monkeypatch):
+    opened = []
+    real = zipfile.ZipFile.open
+
+    def spy(self, name, mode="r", *args, **kwargs):
+        if mode == "r":
+            opened.append((str(self.filename), getattr(name, "filename", name)))
+        return real(self, name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    return opened
+
+
+def test_unlisted_deflated_members_of_a_rehashed_npz_are_found_without_inflating(vectors_copy, capsys,
+                                                                                 monkeypatch):
+    """Six extra 256 MiB deflated members, re-hashed: "OK" after 2.15 GB and 22 s. Here six of
+    8 MiB; none is inflated, and the file fails."""
+    _npz_with_extra_members(vectors_copy / NPZ, 6, 8 * 2**20)
+    rehash_vectors(vectors_copy)
+    opened = _spy_on_inflation(monkeypatch)
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: member 'extra0.npy' is not an array the metadata lists")
+    assert not [n for f, n in opened if f.endswith(NPZ)], opened  # nothing of it inflated
+
+
+def test_a_listed_member_claiming_more_than_the_file_is_found_without_inflating(vectors_copy, capsys,
+                                                                               monkeypatch):
+    """A listed array replaced by a deflated one that inflates to more bytes than the manifest
+    lists for the whole .npz (posref stores arrays uncompressed)."""
+    meta = json.loads((vectors_copy / META).read_text())
+    first = meta["testGroups"][0]["tests"][0]["arrays"]["x"] + ".npy"
+    arrays = npzio.read_npz(vectors_copy / NPZ)
+    with zipfile.ZipFile(vectors_copy / NPZ, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, array in arrays.items():
+            if name + ".npy" == first:
+                continue
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, array, allow_pickle=False)
+            zf.writestr(name + ".npy", buf.getvalue())
+    _npz_with_extra_members(vectors_copy / NPZ, 0, 0)
+    with zipfile.ZipFile(vectors_copy / NPZ, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(first, b"\x93NUMPY" + bytes(8 * 2**20))
+    rehash_vectors(vectors_copy)
+    opened = _spy_on_inflation(monkeypatch)
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: members claim")
+    assert not [n for f, n in opened if f.endswith(NPZ)], opened
