@@ -73,7 +73,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from conformance import wire
+from conformance import processes, wire
 from conformance.errors import Unsupported, UsageError
 
 KINDS = ("ok", "raised", "unsupported", "crashed", "timeout")
@@ -536,9 +536,9 @@ class _Server:
         if self.proc.returncode is None:
             # Not reaped yet (perhaps a zombie): its pid is still ours, and so is the group id.
             # A live server: stop it, the worker and everything they started (a daemon in its own
-            # session too), then kill them all (Linux: _kill_tree).
+            # session too), then kill them all (Linux: processes.kill_tree).
             if not _has_exited(self.proc):
-                _kill_tree(self.proc.pid, include_root=True)
+                processes.kill_tree(self.proc.pid, include_root=True)
             # Kill the group even when the server has exited already: what the adapter started
             # (subprocesses, daemons) lives on in the group after the server and worker are gone.
             try:
@@ -577,166 +577,6 @@ def _fd_open(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-# ---- process trees (Linux: /proc and prctl; elsewhere the process group is all there is)
-
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def _prctl(option: int, arg: int) -> bool:
-    """prctl(option, arg) through libc (Linux only); whether it succeeded."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0),
-                          ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
-    except Exception:  # noqa: BLE001 - no libc or no prctl: the polling fallback remains
-        return False
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Be killed (SIGKILL) by the kernel when the parent dies, even while stuck in C code or
-    stopped; exit now if the parent is already gone (it may have died before prctl took hold,
-    which the check after it catches). The 0.5 s polling in _watch_parent is the fallback."""
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    if os.getppid() != parent_pid:
-        os._exit(0)
-
-
-def _proc_stat(pid: int) -> tuple:
-    """(parent pid, process group) of pid from /proc; OSError / ValueError when it is gone."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rpartition(b")")[2].split()
-    return int(fields[1]), int(fields[2])
-
-
-def _processes() -> dict:
-    """{pid: (parent pid, process group)} for every process in /proc (empty without /proc)."""
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return {}
-    out = {}
-    for pid in pids:
-        try:
-            out[pid] = _proc_stat(pid)
-        except (OSError, ValueError, IndexError):
-            pass  # gone meanwhile
-    return out
-
-
-def _descendants(root: int, table: Optional[dict] = None) -> set:
-    table = _processes() if table is None else table
-    kids: dict = {}
-    for pid, (ppid, _group) in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for child in kids.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass
-
-
-def _stop_new_descendants(root: int, known: set, groups: set) -> bool:
-    """One pass over /proc: stop (SIGSTOP) every process whose parent is root or already known,
-    add it to known and its process group to groups; whether any was new. Newest pids are read
-    first and each is stopped as soon as it is recognised, so that a process that keeps forking
-    and exiting (each new one an orphan reparented to the subreaper root) is caught in the
-    microseconds after the listing, not after the whole table was read."""
-    try:
-        pids = sorted((int(name) for name in os.listdir("/proc") if name.isdigit()), reverse=True)
-    except OSError:
-        return False
-    me, table, new = os.getpid(), {}, False
-    for pid in pids:
-        try:
-            table[pid] = _proc_stat(pid)
-        except (OSError, ValueError, IndexError):
-            continue
-    while True:  # a parent read after its child (a lower pid) makes the child known next turn
-        grew = False
-        for pid, (ppid, group) in table.items():
-            if pid not in known and pid != me and (ppid == root or ppid in known):
-                _signal(pid, signal.SIGSTOP)
-                known.add(pid)
-                groups.add(group)
-                grew = new = True
-        if not grew:
-            return new
-
-
-def _kill_tree(root: int, *, include_root: bool, rounds: int = 200) -> None:
-    """SIGKILL every descendant of ``root`` (and root itself if asked), wherever it went: its own
-    session or process group included. Each is stopped first (SIGSTOP) so it cannot fork away,
-    and /proc is read again until no new descendant shows up; then all are killed (SIGKILL ends a
-    stopped process), and so is every process group a descendant was seen in (a signal to a
-    group reaches all its members at once, also one forked after the last look). Processes whose
-    parent died are found only where they were reparented to a process of the tree: the server
-    makes itself a child subreaper for that. Without /proc this does nothing and the process
-    group is what is killed."""
-    me = os.getpid()
-    known: set = set()
-    groups: set = set()
-    if include_root and root != me:
-        _signal(root, signal.SIGSTOP)
-        known.add(root)
-        try:
-            groups.add(_proc_stat(root)[1])
-        except (OSError, ValueError, IndexError):
-            pass
-    quiet = 0
-    for _ in range(rounds):  # done after two passes in a row found nobody new
-        quiet = 0 if _stop_new_descendants(root, known, groups) else quiet + 1
-        if quiet == 2:
-            break
-    # Kill what is still in the tree (stopped, nothing in it can have left); a pid that is no
-    # longer there ended meanwhile and may have been reused by another process: let that one go.
-    tree = _descendants(root) | ({root} if include_root else set())
-    for pid in known:
-        _signal(pid, signal.SIGKILL if pid in tree else signal.SIGCONT)
-    # Groups made inside the tree (a process can only join a group of its own session, and the
-    # server's session is its own), never ours: the server does not kill itself this way.
-    for group in groups - {os.getpgrp()}:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def _reap_children(timeout: float = 2.0) -> None:
-    """Reap every child of this process that has ended or is about to (after _kill_tree), for at
-    most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.005)
-
-
-def _end_descendants() -> None:
-    """In the server: kill everything below it (workers, what the adapter started, orphans
-    reparented to it) and reap them."""
-    _kill_tree(os.getpid(), include_root=False)
-    _reap_children()
 
 
 def _wait_exited(pid: int, timeout: float) -> None:
@@ -1267,16 +1107,16 @@ def _server_main(fd: int) -> None:
     init = pickle.loads(ctrl.recv_bytes())
     log, parent_pid = init[5], init[6]
     if init[7]:
-        _die_with_parent(parent_pid)
+        processes.die_with_parent(parent_pid, code=0)
     # Orphans of the worker's descendants (a double fork, a daemon) become our children, so that
     # _end_descendants finds them after a crash, a timeout and at the end.
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    processes.become_subreaper()
     if log is not None:
         faulthandler.enable(file=log, all_threads=False)
     try:
         _serve(ctrl, init, parent_pid, log)
     finally:
-        _end_descendants()
+        processes.end_descendants()
 
 
 def _serve(ctrl, init, parent_pid: int, log: Optional[int]) -> None:
@@ -1311,7 +1151,7 @@ def _serve(ctrl, init, parent_pid: int, log: Optional[int]) -> None:
             pid = os.fork()
         if pid == 0:
             try:
-                _die_with_parent(server_pid)  # forked by our main thread, which lives as long
+                processes.die_with_parent(server_pid, code=0)  # forked by our main thread, which lives as long
                 ctrl.close()
                 ours.close()
                 _worker_main(fn, Connection(theirs.detach()), log)
@@ -1332,7 +1172,7 @@ def _serve(ctrl, init, parent_pid: int, log: Optional[int]) -> None:
             return
         # What the dead worker started (in its own session too) goes with it, before the runner
         # hears of the death and asks for the next call.
-        _end_descendants()
+        processes.end_descendants()
         try:
             ctrl.send_bytes(wire.dumps(("died", pid, status)))
         except OSError:

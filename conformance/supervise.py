@@ -42,6 +42,8 @@ import threading
 import time
 from typing import Optional
 
+from conformance import processes
+
 ENV = "POSREF_SUPERVISED_FD"
 PARENT_ENV = "POSREF_SUPERVISOR_PID"
 # Seconds past a limit before the supervisor acts. An in-process call that times out normally
@@ -130,30 +132,6 @@ class Progress:
         self.inner.finish(report)
 
 
-def _die_with_parent(parent: int) -> None:
-    """End this process when the supervisor dies: the kernel's parent-death signal where there is
-    one (Linux), else a thread that polls. Checked after arming, so a supervisor that died first
-    is noticed too."""
-    armed = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
-        except (OSError, AttributeError):
-            armed = False
-    if parent and os.getppid() != parent:
-        os._exit(1)
-    if not armed and parent:
-        def watch():
-            while os.getppid() == parent:
-                time.sleep(0.5)
-            os._exit(1)
-
-        threading.Thread(target=watch, name="posref-supervisor-watch", daemon=True).start()
-
-
 def _grading_process(argv) -> None:
     """Run ``conform`` and report the exit code as the very last thing, then leave at once."""
     global _channel
@@ -161,7 +139,8 @@ def _grading_process(argv) -> None:
 
     fd = int(os.environ.pop(ENV))
     parent = int(os.environ.pop(PARENT_ENV, "0") or 0)
-    _die_with_parent(parent)
+    if parent:
+        processes.die_with_parent(parent, code=1)
     os.set_inheritable(fd, False)  # the adapter's subprocesses must not hold the pipe open
     _channel = _Channel(fd)
     code, finished = 1, True
@@ -298,6 +277,9 @@ def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
 def _supervise(argv) -> int:
     import select
 
+    # Orphans of the grading process (the isolated server after a kill, what the adapter started in
+    # a session of its own) are adopted here and killed with everything else at the end.
+    processes.become_subreaper()
     read_end, write_end = os.pipe()
     env = dict(os.environ, **{ENV: str(write_end), PARENT_ENV: str(os.getpid())})
     # A session of its own: the supervisor can kill the grading process's whole group, and
@@ -354,6 +336,7 @@ def _supervise(argv) -> int:
         _drain(read_end, watch)  # what was written before the end; never waits for EOF
     os.close(read_end)
     _kill_leftovers(proc.pid)  # what the adapter left in the grading process's group (a forked child)
+    processes.end_descendants()  # and anywhere else below this process
     if why is not None and why[0] == "exited":
         return watch.exit_code
     if why is not None:
