@@ -114,26 +114,29 @@ def is_fresh(case_id: str) -> bool:
     return len(parts) == 3 and parts[1] == GROUP
 
 
-def _names(protocol: str, seed: int, shapes: str) -> list:
+@functools.lru_cache(maxsize=64)
+def names(protocol: str, seed: int, shapes: str = "sample") -> tuple:
+    """The test names of the fresh cases ``seed`` draws (the hook only: nothing is computed)."""
     proto = catalog.protocol(protocol)
     if proto.fresh is None:
-        return []
-    return [test.name for tg in _groups(proto, seed, shapes) for test in tg.tests]
+        return ()
+    return tuple(test.name for tg in _groups(proto, seed, shapes) for test in tg.tests)
 
 
-def _glob(names) -> str:
-    """The narrowest glob of whole "-" tokens over ``names``: their common leading and trailing
-    tokens around one "*" (the name itself when they are all the same)."""
-    names = list(dict.fromkeys(names))
-    if len(names) == 1:
-        return names[0]
-    split = [n.split("-") for n in names]
+def _glob(drawn) -> str:
+    """The narrowest glob of whole "-" tokens over the names ``drawn``: their common leading and
+    trailing tokens around one "*" that stands for at least one token of each name (the name
+    itself when they are all the same)."""
+    drawn = list(dict.fromkeys(drawn))
+    if len(drawn) == 1:
+        return drawn[0]
+    split = [n.split("-") for n in drawn]
     shortest = min(len(t) for t in split)
     head = 0
-    while head < shortest and len({t[head] for t in split}) == 1:
+    while head < shortest - 1 and len({t[head] for t in split}) == 1:
         head += 1
     tail = 0
-    while tail < shortest - head and len({t[-1 - tail] for t in split}) == 1:
+    while tail < shortest - 1 - head and len({t[-1 - tail] for t in split}) == 1:
         tail += 1
     return "-".join(split[0][:head] + ["*"] + (split[0][len(split[0]) - tail:] if tail else []))
 
@@ -143,8 +146,8 @@ def kinds(protocol: str, shapes: str = "sample") -> tuple:
     """The kind of each place in the protocol's draw, as a glob over the test names: the names that
     place gets from seeds 0..KIND_SEEDS-1 (``shape-dim-*``, ``*-0``; a place every seed fills with
     the same name is that name). () when the number of places changes with the seed."""
-    drawn = [_names(protocol, seed, shapes) for seed in range(KIND_SEEDS)]
-    if len({len(names) for names in drawn}) != 1:
+    drawn = [names(protocol, seed, shapes) for seed in range(KIND_SEEDS)]
+    if len({len(column) for column in drawn}) != 1:
         return ()
     return tuple(_glob(column) for column in zip(*drawn))
 
@@ -154,13 +157,13 @@ def kind_of(case_id: str, seed: int) -> str:
     (the glob matches the id); the id itself when the draw of ``seed`` has no such name."""
     protocol, _, name = str(case_id).split("/", 2)
     for shapes in SHAPES:
-        names = _names(protocol, int(seed), shapes)
+        drawn = names(protocol, int(seed), shapes)
         places = kinds(protocol, shapes)
-        if name in names and places:
-            glob = places[names.index(name)]
+        if name in drawn and places:
+            glob = places[drawn.index(name)]
             return fresh_id(protocol, glob) if fnmatch.fnmatchcase(name, glob) else case_id
     return case_id
 
 
 __all__ = ["Draw", "FLAG", "GROUP", "MAX_SEED", "SHAPES", "fresh_cases", "fresh_id", "is_fresh", "kind_of", "kinds",
-           "new_seed"]
+           "names", "new_seed"]
