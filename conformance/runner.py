@@ -142,8 +142,8 @@ def check_integrity(directory=None) -> None:
 def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_cases=None, fresh=()) -> list:
     """The protocol's golden cases, then the ``fresh`` ones, whose id matches the glob (all when
     pattern is None). A comma separates globs; a fresh id of suite 0.5.0 and before
-    (``<protocol>/fresh-<seed>/<test>``, ``fresh-*``) selects the case by the id it has now
-    (``<protocol>/fresh/<test>``)."""
+    (``<protocol>/fresh-<seed>/<test>``, ``<protocol>/fresh-*``) selects the cases by the ids they
+    have now (``<protocol>/fresh/<test>``)."""
     patterns = _case_patterns(pattern)
     if golden_cases is None:
         from reference.golden import store
@@ -164,7 +164,7 @@ def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_c
     return cases
 
 
-_OLD_FRESH = re.compile(r"/fresh-(?:[0-9]+|\*)/")
+_OLD_FRESH = re.compile(r"/fresh-(?:[0-9]+|\*)(/|$)")  # the group of suite 0.5.0's fresh ids
 
 
 def _shown(pattern) -> str:
@@ -177,7 +177,8 @@ def _case_patterns(pattern: Optional[str]) -> Optional[list]:
     if pattern is None or pattern == "":
         return None
     text = str(pattern)
-    patterns = [_OLD_FRESH.sub("/fresh/", p.strip()) for p in text.split(",") if p.strip()]
+    patterns = [_OLD_FRESH.sub(lambda m: "/fresh/" if m[1] else "/fresh/*", p.strip())
+                for p in text.split(",") if p.strip()]
     if not patterns:
         raise OptionError(f"cases: {_shown(text)} names no case (give case ids or globs, separated by commas)")
     return patterns

@@ -43,3 +43,10 @@ def test_the_largest_seed_an_old_fresh_id_names_is_used():
     assert fresh_seed(opts) == 2**63 - 1
     with pytest.raises(OptionError, match="names no case"):
         run_conformance(str(ROOT / TARGET), "rope.apply", cases=",")
+
+
+def test_globs_of_the_old_fresh_ids_select_the_cases_by_their_ids_now():
+    from conformance.runner import _case_patterns
+
+    assert _case_patterns("rope.apply/fresh-*,rope.apply/fresh-12/shape-*,*/fresh-*/x") == [
+        "rope.apply/fresh/*", "rope.apply/fresh/shape-*", "*/fresh/x"]
