@@ -228,6 +228,17 @@ def test_the_runner_counts_the_matching_toward_max_time(tmp_path):
     assert any("stopped at the run's time limit (--max-time 1 s)" in n for n in report.notes)
 
 
-def test_an_entry_longer_than_any_case_id_is_a_usage_error():
-    with pytest.raises(UsageError, match=r"<baseline>:1: an entry of 600 characters"):
-        baseline.parse("rope.apply/" + "*" * 589)
+def test_an_entry_longer_than_any_case_id_or_of_many_wildcards_is_a_usage_error():
+    # Each is one regex that compiles (and matches) in time growing with it; no case id needs them.
+    with pytest.raises(UsageError, match=r"<baseline>:1: an entry of 600 characters \(at most 512\)"):
+        baseline.parse("rope.apply/" + "a" * 589)
+    with pytest.raises(UsageError, match=r"<baseline>:2: 9 wildcards in one entry \(at most 8\)"):
+        baseline.parse("rope.apply/*/x\n*/" + "*a" * 8)
+
+
+def test_a_chunk_of_long_globs_stays_small():
+    # 256 globs of 8 wildcards in one regex took seconds to compile: chunks hold 8,192 characters.
+    known = baseline.parse("\n".join(f"*/" + "*a" * 7 + f"{i}" * 40 for i in range(1000)))
+    index = baseline._Index(known.entries)
+    sizes = [sum(len(e.pattern) for e in c.entries) for chunks in index.chunks.values() for c in chunks]
+    assert max(sizes) <= baseline.CHUNK_CHARS and sum(len(c) for c in index.chunks.values()) > 4
