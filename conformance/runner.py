@@ -643,7 +643,7 @@ def run(
     drawn = len({c.id for c in fresh} & {c.id for c in cases})
     if drawn:
         report.notes.append(f"{drawn} fresh case(s) drawn at run time from seed {opts.seed} "
-                            f"(--seed {opts.seed} draws them again, with a fresh id in --cases one of them)")
+                            f"(--seed {opts.seed} draws them again)")
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}
