@@ -154,7 +154,8 @@ def test_identities_are_listed_and_fixed_ones_reported(tmp_path):
     assert report.summary()["identity_failures"] == 1 and report.summary()["overall"] == "fail"
 
 
-def test_quiet_prints_the_summary_and_the_seed_on_one_line(capsys):
+def test_quiet_prints_the_summary_and_the_seed_on_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow CI log: still one line, for grep
     assert main(["conform", OFFSET, *RUN, "--seed", "10", "-q"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith("posref ") and lines[0].endswith("; --seed 10")
