@@ -19,8 +19,9 @@ the suite version and vectors digest. A case the implementation does not support
 the reason. With ``--posref-expected-failures FILE`` (conformance.pytest_plugin), the cases the
 baseline lists are marked xfail: a known failure is XFAIL, a listed case that passes is XPASS.
 
-Fresh cases (drawn at run time) are not items: their ids change with the seed. Grade them, and the
-black-box identities, with the ``posref_conform`` fixture or ``posref conform``.
+Fresh cases (drawn at run time) are not items: which of them a run draws changes with the seed,
+and pytest collects items before any seed is drawn. Grade them, and the black-box identities,
+with the ``posref_conform`` fixture or ``posref conform``.
 """
 
 from __future__ import annotations

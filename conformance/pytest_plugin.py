@@ -15,7 +15,9 @@ For one pytest item per case, parametrize with ``conformance.cases()`` (conforma
 
 ``--posref-expected-failures FILE`` (the format of ``posref conform --expected-failures``, see
 conformance.baseline): items of the cases it lists are marked xfail (a listed case that passes
-shows as XPASS), and the fixture counts them as expected failures.
+shows as XPASS), and the fixture applies the file to its whole run: listed cases, fresh-case kinds
+and ``identity:`` entries count as expected failures there, so a file that ``posref conform
+--write-expected-failures`` wrote keeps the fixture green from one seed to the next.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ OPTION = "--posref-expected-failures"
 def pytest_addoption(parser):
     parser.getgroup("posref").addoption(
         OPTION, metavar="FILE", default=None,
-        help="posref: a baseline of known failing cases ('<case id> [<dtype>]' per line); they are xfail")
+        help="posref: a baseline of known failing cases ('<case id> [<dtype>]', a fresh kind or "
+             "'identity:<protocol>/<id> [<dtype>]' per line); they are xfail")
 
 
 def _baseline(config):

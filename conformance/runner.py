@@ -75,7 +75,7 @@ class Options:
     max_time: Optional[float] = DEFAULT_MAX_TIME  # seconds for the whole run (None: no limit)
     keep_going: bool = False  # call the adapter even after two consecutive timeouts
     fresh: bool = True  # also grade cases drawn at run time (reference.golden.fresh)
-    seed: Optional[int] = None  # their seed (None: drawn; a fresh-<seed> in --cases gives it)
+    seed: Optional[int] = None  # their seed (None: drawn; an old fresh-<seed>/ id in --cases gives it)
     expected_failures: Optional[str] = None  # a baseline file of known failures (conformance.baseline)
     shapes: str = "sample"  # "full": the whole shape matrix of the fresh cases (reference.golden.fresh)
     grad: bool = False  # also grade each differentiable input's gradient (conformance.training)
@@ -148,34 +148,65 @@ def check_integrity(directory=None) -> None:
 
 def select_cases(protocol: str, pattern: Optional[str], directory=None, golden_cases=None, fresh=()) -> list:
     """The protocol's golden cases, then the ``fresh`` ones, whose id matches the glob (all when
-    pattern is None)."""
+    pattern is None). A comma separates globs; a fresh id of suite 0.5.0 and before
+    (``<protocol>/fresh-<seed>/<test>``, ``<protocol>/fresh-*``) selects the cases by the ids they
+    have now (``<protocol>/fresh/<test>``)."""
+    patterns = _case_patterns(pattern)
     if golden_cases is None:
         from reference.golden import store
 
         golden_cases = list(store.iter_cases(protocol, directory))
     golden_cases = list(golden_cases) + list(fresh)
     cases = [c for c in golden_cases if c.protocol == protocol]
-    if pattern:
-        patterns = [p for p in str(pattern).split(",") if p]
-        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    if patterns is not None:
+        matchers = [re.compile(fnmatch.translate(p)) for p in patterns]
+        cases = [c for c in cases if any(m.match(c.id) for m in matchers)]
         if not cases:
             from conformance.errors import did_you_mean
 
             hint = did_you_mean(patterns[0], [c.id for c in golden_cases if c.protocol == protocol])
-            raise OptionError(f"no {protocol} case matches --cases {pattern!r}{hint} (see `posref vectors list`)")
+            raise OptionError(f"no {protocol} case matches --cases {_shown(pattern)}{hint} (see `posref vectors list`)")
     elif not cases:
         raise OptionError(f"the golden vectors hold no case for protocol {protocol!r}")
     return cases
 
 
+_OLD_FRESH = re.compile(r"/fresh-(?:[0-9]+|\*)(/|$)")  # the group of suite 0.5.0's fresh ids
+
+
+def _shown(pattern) -> str:
+    text = str(pattern)
+    return repr(text if len(text) <= 120 else text[:117] + "...")
+
+
+def _case_patterns(pattern: Optional[str]) -> Optional[list]:
+    """The globs of --cases (None: every case); OptionError (one line) for a value that names none."""
+    if pattern is None or pattern == "":
+        return None
+    text = str(pattern)
+    patterns = [_OLD_FRESH.sub(lambda m: "/fresh/" if m[1] else "/fresh/*", p.strip())
+                for p in text.split(",") if p.strip()]
+    if not patterns:
+        raise OptionError(f"cases: {_shown(text)} names no case (give case ids or globs, separated by commas)")
+    return patterns
+
+
 def fresh_seed(opts: Options) -> int:
-    """The seed of the run's fresh cases: --seed, else the one a fresh case id in --cases names
-    (so that a cited fresh id repeats by itself), else a new one."""
+    """The seed of the run's fresh cases: --seed, else the one a fresh case id of suite 0.5.0 in
+    --cases names (``<protocol>/fresh-<seed>/<test>``: such a cited id repeats by itself), else a
+    new one. Ids of today's form name no seed: ``--seed N`` repeats them."""
     from reference.golden.fresh import MAX_SEED, new_seed
 
     if opts.seed is not None:
         return opts.seed
-    named = {int(m) for m in re.findall(r"/fresh-([0-9]+)/", opts.cases or "") if int(m) <= MAX_SEED}
+    named = set()
+    for digits in re.findall(r"/fresh-([0-9]+)/", str(opts.cases or "")):
+        # 2^63 - 1 has 19 digits (and int() refuses strings of more than 4300): compare lengths first.
+        digits = digits.lstrip("0") or "0"
+        if len(digits) > len(str(MAX_SEED)) or int(digits) > MAX_SEED:
+            raise OptionError(f"cases: the seed in fresh-{digits[:20]}{'...' if len(digits) > 20 else ''}/ is "
+                              f"not one posref draws (0 to {MAX_SEED})")
+        named.add(int(digits))
     return named.pop() if len(named) == 1 else new_seed()
 
 
@@ -211,7 +242,11 @@ def manifest_info(directory=None) -> tuple[str, str]:
 
 
 def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]) -> str:
-    """A command a reviewer can paste to grade this one case again."""
+    """A command a reviewer can paste to grade this one case again (a fresh case with the run's
+    --seed, which draws its inputs again)."""
+    from reference.golden.fresh import is_fresh
+
+    fresh = is_fresh(case_id)
     if target:
         parts = ["posref", "conform", target, "--protocol", opts.protocol, "--cases", case_id]
         parts += ["--dtype", dtype]
@@ -221,9 +256,9 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--layout", opts.layout]
         if opts.device != "cpu":
             parts += ["--device", opts.device]
-        if "/fresh-" in case_id and opts.seed is not None:
+        if fresh and opts.seed is not None:
             parts += ["--seed", str(opts.seed)]
-        if "/fresh-" in case_id and opts.shapes != "sample":
+        if fresh and opts.shapes != "sample":
             parts += ["--shapes", opts.shapes]
         if opts.grad:
             parts += ["--grad"]
@@ -234,8 +269,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         "from conformance import run_conformance; "
         f"print(run_conformance(fn, {opts.protocol!r}, cases={case_id!r}, dtypes=({dtype!r},), "
         f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}"
-        + (f", seed={opts.seed}" if "/fresh-" in case_id and opts.seed is not None else "")
-        + (f", shapes={opts.shapes!r}" if "/fresh-" in case_id and opts.shapes != "sample" else "")
+        + (f", seed={opts.seed}" if fresh and opts.seed is not None else "")
+        + (f", shapes={opts.shapes!r}" if fresh and opts.shapes != "sample" else "")
         + (", grad=True" if opts.grad else "")
         + (f", autocast={opts.autocast!r}" if opts.autocast else "")
         + ").summary())"
@@ -586,6 +621,7 @@ def run(
         golden_cases = list(golden_cases)
         suite_version, digest = store.SUITE_VERSION, "unversioned (cases given in code)"
     fresh = []
+    _case_patterns(opts.cases)  # a --cases that names nothing: one line before anything is drawn
     if opts.fresh and golden_cases is None:
         from reference.golden.fresh import fresh_cases
 
@@ -663,7 +699,9 @@ def run(
     if invoker.note():
         report.notes.append(invoker.note())
     if baseline is not None:
-        baselines.apply(report, baseline)
+        # The matching counts toward --max-time: it stops at the run's deadline with a note.
+        baselines.apply(report, baseline, deadline=getattr(invoker, "deadline", None),
+                        limit=f"--max-time {opts.max_time:g} s" if opts.max_time is not None else "")
     if progress is not None:
         progress.finish(report)
     return report

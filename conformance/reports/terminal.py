@@ -2,7 +2,7 @@
 first: the summary line, the causes of the failures grouped by diagnosis code (numbers as ranges),
 each skip reason and the acceptable results once with their counts, the black-box identities, then
 the failing cases with the place they fail and the command that repeats them, and the summary line
-again. ``-v`` lists every case, ``-q`` prints the summary line only. Under --grad each case line
+again. ``-v`` lists every case, ``-q`` prints the summary line only (with the seed). Under --grad
 carries the gradient's verdict and error / budget, and a failing gradient's input, mismatch and
 worst element follow the output's; under --autocast the dtype the output arrived in.
 
@@ -141,13 +141,16 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
     failures grouped by code, skip reasons and acceptable results once each with their counts,
     failing identities, the probe and notes; then the failing cases (every case with -v), each
     with its mismatch count, worst element, first failing position and repro; then the summary
-    line again. verbosity -1 (-q) prints the summary line only."""
+    line again. verbosity -1 (-q) prints the summary line only, with the seed of the fresh cases."""
     from conformance.core import registry
 
     summary = report.summary()
     closing = (summary_line(report), OVERALL_STYLES.get(summary["overall"], ""))
     if verbosity < 0:
-        return [closing]
+        # One line for a CI log: the summary and, when fresh cases were drawn, the seed that
+        # repeats them (--seed N with a fresh id in --cases).
+        seed = f"; --seed {report.seed}" if report.seed is not None else ""
+        return [(closing[0] + seed, closing[1])]
     out = _Lines(max(int(width or 80), 40))
     out.add(*closing, wrap=False)  # the verdict line stays one line, for grep and CI logs
     out.add(f"target {report.target}, profile {report.profile}" +

@@ -7,12 +7,22 @@ values with the family's reference in golden mode (the same code that produced t
 vectors), and grades them like the others. The same seed gives the same cases on any machine.
 
 A family offers fresh cases through its VectorProtocol's ``fresh`` hook: ``fresh(draw)`` returns
-TestGroupSpec records whose parameters and positions come from ``draw`` (a :class:`Draw`). Case
-ids are ``<protocol>/fresh-<seed>/<test>`` and carry the flag ``Fresh``.
+TestGroupSpec records whose parameters and positions come from ``draw`` (a :class:`Draw`).
+
+Ids say what was drawn, never which seed drew it: ``<protocol>/fresh/<test>``
+(``rope.apply/fresh/shape-dim-d80-r20-half``), and the cases carry the flag ``Fresh``. The inputs
+still change with every seed (they are derived from ``<protocol>/fresh-<seed>/<test>``, the ids of
+suite 0.5.0, so a seed draws the same values as it did then), so an implementation cannot look
+them up; ``--seed N`` with the id in ``--cases`` repeats one. A case's *kind* (``kind_of``) is the
+glob over every name its place in the draw gives (``rope.apply/fresh/shape-dim-*``): what an
+expected-failures baseline lists, so that it still matches when another seed draws another head
+size.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import hashlib
 import inspect
 import secrets
@@ -24,6 +34,8 @@ from reference.golden.store import GoldenCase
 
 MAX_SEED = 2**63 - 1
 FLAG = "Fresh"
+GROUP = "fresh"  # the group part of every fresh case id
+KIND_SEEDS = 64  # seeds 0..63: the draws whose names define each place's kind (kinds())
 
 
 def new_seed() -> int:
@@ -68,23 +80,90 @@ def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "s
     proto = catalog.protocol(protocol)
     if proto.fresh is None:
         return []
-    group = f"fresh-{int(seed)}"
     cases = []
-    draw = Draw(int(seed), protocol)
-    takes_shapes = "shapes" in inspect.signature(proto.fresh).parameters
-    for tg in proto.fresh(draw, shapes=shapes) if takes_shapes else proto.fresh(draw):
+    for tg in _groups(proto, int(seed), shapes):
         for test in tg.tests:
-            case_id = f"{protocol}/{group}/{test.name}"
-            test_params, inputs = proto.build(case_id, dict(tg.params), test)
+            case_id = fresh_id(protocol, test.name)
+            # The inputs come from the seed's own name for the case: they change with every seed.
+            test_params, inputs = proto.build(f"{protocol}/fresh-{int(seed)}/{test.name}", dict(tg.params), test)
             params = {**tg.params, **test_params}
             outputs = proto.compute(params, inputs, backend)
             arrays = {role: np.array(inputs[role] if role in inputs else outputs[role], dtype=dtype)
                       for role, dtype in proto.arrays.items()}
             for array in arrays.values():
                 array.setflags(write=False)  # as the stored vectors: read-only
-            cases.append(GoldenCase(id=case_id, protocol=protocol, group=group, params=params,
+            cases.append(GoldenCase(id=case_id, protocol=protocol, group=GROUP, params=params,
                                     comment=test.comment, flags=[*test.flags, FLAG], arrays=arrays))
     return cases
 
 
-__all__ = ["Draw", "FLAG", "MAX_SEED", "SHAPES", "fresh_cases", "new_seed"]
+def _groups(proto, seed: int, shapes: str) -> list:
+    """The TestGroupSpecs the family's hook draws for ``seed`` (names and parameters only)."""
+    draw = Draw(seed, proto.name)
+    takes_shapes = "shapes" in inspect.signature(proto.fresh).parameters
+    return list(proto.fresh(draw, shapes=shapes) if takes_shapes else proto.fresh(draw))
+
+
+def fresh_id(protocol: str, name: str) -> str:
+    return f"{protocol}/{GROUP}/{name}"
+
+
+def is_fresh(case_id: str) -> bool:
+    """Whether ``case_id`` names a fresh case (``<protocol>/fresh/<test>``)."""
+    parts = str(case_id).split("/")
+    return len(parts) == 3 and parts[1] == GROUP
+
+
+@functools.lru_cache(maxsize=64)
+def names(protocol: str, seed: int, shapes: str = "sample") -> tuple:
+    """The test names of the fresh cases ``seed`` draws (the hook only: nothing is computed)."""
+    proto = catalog.protocol(protocol)
+    if proto.fresh is None:
+        return ()
+    return tuple(test.name for tg in _groups(proto, seed, shapes) for test in tg.tests)
+
+
+def _glob(drawn) -> str:
+    """The narrowest glob of whole "-" tokens over the names ``drawn``: their common leading and
+    trailing tokens around one "*" that stands for at least one token of each name (the name
+    itself when they are all the same)."""
+    drawn = list(dict.fromkeys(drawn))
+    if len(drawn) == 1:
+        return drawn[0]
+    split = [n.split("-") for n in drawn]
+    shortest = min(len(t) for t in split)
+    head = 0
+    while head < shortest - 1 and len({t[head] for t in split}) == 1:
+        head += 1
+    tail = 0
+    while tail < shortest - 1 - head and len({t[-1 - tail] for t in split}) == 1:
+        tail += 1
+    return "-".join(split[0][:head] + ["*"] + (split[0][len(split[0]) - tail:] if tail else []))
+
+
+@functools.lru_cache(maxsize=None)
+def kinds(protocol: str, shapes: str = "sample") -> tuple:
+    """The kind of each place in the protocol's draw, as a glob over the test names: the names that
+    place gets from seeds 0..KIND_SEEDS-1 (``shape-dim-*``, ``*-0``; a place every seed fills with
+    the same name is that name). () when the number of places changes with the seed."""
+    drawn = [names(protocol, seed, shapes) for seed in range(KIND_SEEDS)]
+    if len({len(column) for column in drawn}) != 1:
+        return ()
+    return tuple(_glob(column) for column in zip(*drawn))
+
+
+def kind_of(case_id: str, seed: int) -> str:
+    """The kind of the fresh case ``case_id`` drawn from ``seed``: ``<protocol>/fresh/<glob>``
+    (the glob matches the id); the id itself when the draw of ``seed`` has no such name."""
+    protocol, _, name = str(case_id).split("/", 2)
+    for shapes in SHAPES:
+        drawn = names(protocol, int(seed), shapes)
+        places = kinds(protocol, shapes)
+        if name in drawn and places:
+            glob = places[drawn.index(name)]
+            return fresh_id(protocol, glob) if fnmatch.fnmatchcase(name, glob) else case_id
+    return case_id
+
+
+__all__ = ["Draw", "FLAG", "GROUP", "MAX_SEED", "SHAPES", "fresh_cases", "fresh_id", "is_fresh", "kind_of", "kinds",
+           "names", "new_seed"]

@@ -93,3 +93,154 @@ def test_correct_implementation_with_an_empty_baseline_still_passes(tmp_path):
     report = run_conformance(CORRECT, "rope.apply", cases=CASES, dtypes=("float32",), fresh=False,
                              identities=False, expected_failures=known)
     assert report.summary()["overall"] == "pass" and report.baseline["entries"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 25: a baseline written by one run keeps the next run (another seed) green
+
+
+OFFSET = str(ROOT / "examples/rope/buggy/position_offset.py:apply")
+# One golden case and every fresh case; seed 1 skips (interleaved) places that seed 10 grades (half).
+RUN = ["--protocol", "rope.apply", "--cases", "rope.apply/llama3-d128/prefill-8,rope.apply/fresh/*",
+       "--dtype", "float32"]
+
+
+def _listed(path):
+    return [l.split("#")[0].strip() for l in path.read_text().splitlines() if l.split("#")[0].strip()]
+
+
+def test_a_written_baseline_keeps_the_next_seed_green_and_a_new_fault_still_fails(tmp_path, capsys):
+    known, doc = tmp_path / "known.txt", tmp_path / "r.json"
+    assert main(["conform", OFFSET, *RUN, "--seed", "1", "--write-expected-failures", str(known)]) == 1
+    listed = _listed(known)
+    # fresh cases by kind (no seed in them), the failing identity by name
+    assert "rope.apply/fresh/shape-decode-* [float32]" in listed and "rope.apply/fresh/*-0 [float32]" in listed
+    assert "identity:rope.apply/position-zero [float32]" in listed
+    assert not any("fresh-" in l for l in listed)
+    capsys.readouterr()
+
+    assert main(["conform", OFFSET, *RUN, "--seed", "10", "--expected-failures", str(known), "--json", str(doc)]) == 0
+    report = json.loads(doc.read_text())
+    fresh = [c for c in report["cases"] if c["id"].startswith("rope.apply/fresh/")]
+    assert fresh and any(c["expected_failure"] for c in fresh)
+    assert report["summary"]["fail"] == report["summary"]["error"] == report["summary"]["identity_failures"] == 0
+    assert {i["id"]: i["verdict"] for i in report["identities"]}["rope.apply/position-zero"] == "xfail"
+    capsys.readouterr()
+
+    # A new fault (the output comes back in float64) still fails, through an identity nobody listed.
+    worse = tmp_path / "worse.py"
+    worse.write_text("import importlib.util, torch\n"
+                     f"spec_ = importlib.util.spec_from_file_location('po', {OFFSET.rsplit(':', 1)[0]!r})\n"
+                     "po = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(po)\n"
+                     "def apply(x, positions, spec):\n"
+                     "    return po.apply(x, positions, spec).to(torch.float64)\n")
+    assert main(["conform", f"{worse}:apply", *RUN, "--seed", "10", "--expected-failures", str(known)]) == 1
+    assert "1 identity failed" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_identities_are_listed_and_fixed_ones_reported(tmp_path):
+    known = tmp_path / "known.txt"
+    known.write_text("identity:rope.apply/position-zero [float32]\nidentity:rope.apply/linearity\n"
+                     "rope.apply/llama3-d128/*\n")
+    report = run_conformance(OFFSET, "rope.apply", cases="rope.apply/llama3-d128/prefill-8", dtypes=("float32",),
+                             fresh=False, expected_failures=known)
+    verdicts = {i.id: i.verdict for i in report.identities}
+    assert verdicts["rope.apply/position-zero"] == "xfail" and verdicts["rope.apply/linearity"] == "pass"
+    assert report.summary()["overall"] == "pass" and report.baseline["expected_identities"] == 1
+    assert "identity:rope.apply/linearity [float32]" in report.baseline["fixed"]
+    known.write_text("rope.apply/llama3-d128/*\n")  # the identity is not listed: it fails the run
+    report = run_conformance(OFFSET, "rope.apply", cases="rope.apply/llama3-d128/prefill-8", dtypes=("float32",),
+                             fresh=False, expected_failures=known)
+    assert report.summary()["identity_failures"] == 1 and report.summary()["overall"] == "fail"
+
+
+def test_quiet_prints_the_summary_and_the_seed_on_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow CI log: still one line, for grep
+    assert main(["conform", OFFSET, *RUN, "--seed", "10", "-q"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("posref ") and lines[0].endswith("; --seed 10")
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 24: a 1 MiB baseline is matched in bounded time, within the run's deadline
+
+GLOBS = 35303
+
+
+def _big_baseline(path, pattern="rope.apply/nomodel{:05d}/*"):
+    """Issue 24's file: 35,303 globs in 1 MiB that match no case."""
+    text = "\n".join(pattern.format(i) for i in range(GLOBS)) + "\n"
+    assert len(text) <= baseline.MAX_BYTES
+    path.write_text(text)
+    return path
+
+
+def _results(n):
+    from conformance.results import CaseResult
+
+    return [CaseResult(id=f"rope.apply/llama3-d128/case-{k}", dtype="float32", verdict="fail") for k in range(n)]
+
+
+def _report(cases):
+    from conformance.results import Report
+
+    return Report(suite_version="0", vectors_digest="sha256:0", protocol="rope.apply", target="t",
+                  environment={}, profile="standard", cases=cases)
+
+
+@pytest.mark.parametrize("pattern", ["rope.apply/nomodel{:05d}/*", "*/nomodel{:05d}/*"])
+def test_a_1_mib_baseline_of_globs_matches_a_whole_run_in_seconds(tmp_path, pattern):
+    # Through fnmatch (whose cache of compiled patterns holds 32,768 of them) this took 1.8 s per
+    # case on an idle development machine (6.4 s at a load of 6): 3 to 10 minutes for these 100.
+    # Bucketed by protocol and group, the first file's globs are never compiled (well under a
+    # second in all); the second's all can match (compiled once, 2.5 s, then 15 ms per case).
+    import time
+
+    known = baseline.load(_big_baseline(tmp_path / "big.txt", pattern))
+    cases = _results(99)
+    cases.append(type(cases[0])(id="rope.apply/nomodel00042/x", dtype="float32", verdict="fail"))
+    report = _report(cases)
+    start = time.perf_counter()
+    baseline.apply(report, known)
+    assert time.perf_counter() - start < 60
+    assert report.summary()["xfail"] == 1 and report.summary()["fail"] == 99
+    assert len(report.baseline["stale"]) == GLOBS - 1
+
+
+def test_matching_stops_at_the_run_deadline_with_a_one_line_note(tmp_path):
+    import time
+
+    known = baseline.load(_big_baseline(tmp_path / "big.txt", "*/nodeadline{:05d}/*"))  # compiled by no other test
+    report = _report(_results(500))
+    start = time.perf_counter()
+    baseline.apply(report, known, deadline=time.monotonic() + 0.3, limit="--max-time 9 s")
+    assert time.perf_counter() - start < 1.5  # one chunk past the deadline at most
+    note = [n for n in report.notes if n.startswith("--expected-failures:")]
+    assert len(note) == 1 and "\n" not in note[0] and "stopped at the run's time limit (--max-time 9 s)" in note[0]
+    assert report.summary()["fail"] == 500  # what was not matched counts as not listed
+
+
+def test_the_runner_counts_the_matching_toward_max_time(tmp_path):
+    # (globs no other test compiles: the re module caches compiled patterns)
+    known = _big_baseline(tmp_path / "big.txt", "*/nomaxtime{:05d}/*")
+    report = run_conformance(CORRECT, "rope.apply", cases="rope.apply/llama2-d128/*", dtypes=("float32",),
+                             fresh=False, identities=False, expected_failures=known, max_time=1.0)
+    # Grading these cases takes well under a second; compiling every glob takes seconds: the
+    # deadline ends the matching, and the report says so.
+    assert any("stopped at the run's time limit (--max-time 1 s)" in n for n in report.notes)
+
+
+def test_an_entry_longer_than_any_case_id_or_of_many_wildcards_is_a_usage_error():
+    # Each is one regex that compiles (and matches) in time growing with it; no case id needs them.
+    with pytest.raises(UsageError, match=r"<baseline>:1: an entry of 600 characters \(at most 512\)"):
+        baseline.parse("rope.apply/" + "a" * 589)
+    with pytest.raises(UsageError, match=r"<baseline>:2: 9 wildcards in one entry \(at most 8\)"):
+        baseline.parse("rope.apply/*/x\n*/" + "*a" * 8)
+
+
+def test_a_chunk_of_long_globs_stays_small():
+    # 256 globs of 8 wildcards in one regex took seconds to compile: chunks hold 8,192 characters.
+    known = baseline.parse("\n".join(f"*/" + "*a" * 7 + f"{i}" * 40 for i in range(1000)))
+    index = baseline._Index(known.entries)
+    sizes = [sum(len(e.pattern) for e in c.entries) for chunks in index.chunks.values() for c in chunks]
+    assert max(sizes) <= baseline.CHUNK_CHARS and sum(len(c) for c in index.chunks.values()) > 4

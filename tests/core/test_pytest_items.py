@@ -105,3 +105,39 @@ def test_the_fixture_message_starts_with_the_cause(posref_conform):
         posref_conform(wrong, protocol="rope.apply", dtypes=("float32",), cases=CASES, fresh=False)
     first = str(info.value).splitlines()[0]
     assert first.startswith("2 case(s) failed; 2 with wrong-base: base 10000 used instead of 500000")
+
+
+FIXTURE_FILE = textwrap.dedent(f"""
+    from conformance.loader import load_target
+
+    offset = load_target({str(ROOT / 'examples/rope/buggy/position_offset.py:apply')!r})
+
+    def test_offset(posref_conform):
+        posref_conform(offset, protocol="rope.apply", dtypes=("float32",), seed=10,
+                       cases="rope.apply/llama3-d128/prefill-8,rope.apply/fresh/*")
+""")
+
+
+def test_a_baseline_written_by_the_cli_keeps_the_fixture_green_on_another_seed(tmp_path):
+    """Issue 25: the baseline written from seed 1 lists fresh kinds and the failing identity, so
+    the fixture's run from seed 10 (other draws) passes; without it, the same run fails."""
+    from conformance.cli import main
+
+    known = tmp_path / "known.txt"
+    assert main(["conform", str(ROOT / "examples/rope/buggy/position_offset.py:apply"), "--protocol", "rope.apply",
+                 "--cases", "rope.apply/llama3-d128/prefill-8,rope.apply/fresh/*", "--dtype", "float32",
+                 "--seed", "1", "-q", "--write-expected-failures", str(known)]) == 1
+    (tmp_path / "test_fixture.py").write_text(FIXTURE_FILE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYTEST_ADDOPTS", None)
+
+    def session(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "--rootdir", str(tmp_path),
+                               str(tmp_path / "test_fixture.py"), *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    code, out = session("--posref-expected-failures", str(known))
+    assert code == 0 and "1 passed" in out, out
+    code, out = session()
+    assert code == 1 and "1 failed" in out
