@@ -9,7 +9,7 @@ this file), in float32 and bfloat16:
 - on the committed cases once, with the black-box identities;
 - on the fresh cases of every seed in ``SEEDS``: for each protocol the fresh cases of all seeds are
   drawn once (``reference.golden.fresh.fresh_cases``, the cases ``run_conformance(..., seed=s)``
-  grades, ids ``<protocol>/fresh-<s>/...``) and graded in one run per adapter
+  grades, renamed ``<protocol>/fresh-<s>/...`` here) and graded in one run per adapter
   (``golden_cases=``), so that the probe and the identities do not run fifty times.
 
 Zero failures and zero errors are required, except the faults of real code that posref exists to
@@ -22,6 +22,7 @@ verdict, budget ratio, codes).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import re
 from pathlib import Path
@@ -103,7 +104,9 @@ def _loadable(path: Path):
 
 @functools.lru_cache(maxsize=None)
 def _fresh(protocol: str, seeds: tuple) -> tuple:
-    return tuple(case for seed in seeds for case in fresh_cases(protocol, seed))
+    # Fresh ids name no seed (<protocol>/fresh/<test>); graded together, each seed's cases get it back.
+    return tuple(dataclasses.replace(case, id=case.id.replace("/fresh/", f"/fresh-{seed}/", 1))
+                 for seed in seeds for case in fresh_cases(protocol, seed))
 
 
 def _params(protocol: str, seeds: tuple) -> dict:
