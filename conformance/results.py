@@ -126,6 +126,7 @@ class Report:
         counts["fixed"] = len((self.baseline or {}).get("fixed", []))
         id_fail = sum(1 for i in self.identities if i.verdict in ("fail", "error"))
         counts["identity_failures"] = id_fail
+        counts["identity_xfail"] = sum(1 for i in self.identities if i.verdict == "xfail")
         bad = counts["fail"] + counts["error"] + id_fail
         graded = sum(counts[v] for v in ("pass", "acceptable", "fail", "error", "xfail"))
         counts["overall"] = "fail" if bad else ("pass" if graded else "skip")

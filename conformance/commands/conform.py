@@ -93,11 +93,13 @@ def add_parser(subparsers) -> None:
                    help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
                         "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")
     p.add_argument("--expected-failures", metavar="FILE",
-                   help="a baseline of known failing cases ('<case id> [<dtype>]' per line, globs allowed): "
-                        "they are reported as xfail and do not fail the run; a new failure does, and "
+                   help="a baseline of known failures, one per line: '<case id> [<dtype>]' (globs allowed), "
+                        "a fresh kind ('rope.apply/fresh/shape-dim-* [float32]') or 'identity:<protocol>/<id> "
+                        "[<dtype>]': they are reported as xfail and do not fail the run; a new failure does, and "
                         "listed cases that pass now are reported as fixed")
     p.add_argument("--write-expected-failures", metavar="FILE",
-                   help="write this run's failing cases as such a baseline")
+                   help="write this run's failing cases, the kinds of its failing fresh cases and its failing "
+                        "identities as such a baseline (the next run, from another seed, stays green)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=0,
                       help="list every case and identity, not only the failing ones")

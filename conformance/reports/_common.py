@@ -35,6 +35,9 @@ def summary_line(report, *, digest_chars: Optional[int] = 16) -> str:
     ids = counts.get("identity_failures", 0)
     if ids:
         parts.append(f"{ids} identit{'y' if ids == 1 else 'ies'} failed")
+    expected_ids = counts.get("identity_xfail", 0)
+    if expected_ids:
+        parts.append(f"{expected_ids} identit{'y' if expected_ids == 1 else 'ies'} xfailed")
     training = training_words(report)
     if training:
         parts[-1] += f"; {training}"

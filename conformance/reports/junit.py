@@ -132,6 +132,11 @@ def build(report) -> ET.Element:
         elif ident.verdict == "skip":
             n_skip += 1
             _sub(tc, "skipped", message=ident.message or "skipped")
+        elif ident.verdict == "xfail":  # listed in the baseline, as a case's expected failure
+            n_skip += 1
+            _sub(tc, "skipped", type="pytest.xfail",
+                 message=f"expected failure ({(report.baseline or {}).get('file', 'baseline')}): "
+                         f"{ident.message or detail}")
 
     n_tests = len(report.cases) + len(report.identities)
     counts = {"tests": str(n_tests), "failures": str(n_fail), "errors": str(n_err),

@@ -244,3 +244,23 @@ def test_a_chunk_of_long_globs_stays_small():
     index = baseline._Index(known.entries)
     sizes = [sum(len(e.pattern) for e in c.entries) for chunks in index.chunks.values() for c in chunks]
     assert max(sizes) <= baseline.CHUNK_CHARS and sum(len(c) for c in index.chunks.values()) > 4
+
+
+def test_an_expected_identity_failure_is_an_xfail_in_junit_and_the_summary():
+    """An identity the baseline lists is written as pytest writes an xfail, and counted apart."""
+    import xml.etree.ElementTree as ET
+
+    from conformance.reports import junit
+    from conformance.reports._common import summary_line
+    from conformance.results import IdentityResult, Report
+
+    report = Report(suite_version="x", vectors_digest="sha256:0", protocol="rope.apply", target="t.py:f",
+                    environment={}, profile="standard")
+    report.identities = [IdentityResult(id="linearity", dtype="float32", verdict="xfail", message="off by one")]
+    report.baseline = {"file": "known.txt", "entries": 1, "expected": 0, "fixed": [], "stale": []}
+    counts = report.summary()
+    assert counts["identity_failures"] == 0 and counts["identity_xfail"] == 1
+    assert "1 identity xfailed" in summary_line(report)
+    skipped = ET.fromstring(junit.dumps(report).split("\n", 1)[1]).find(".//testcase/skipped")
+    assert skipped is not None and skipped.get("type") == "pytest.xfail"
+    assert "known.txt" in skipped.get("message")
