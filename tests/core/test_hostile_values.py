@@ -179,3 +179,37 @@ def test_the_posref_command_prints_a_report_and_exits_1(tmp_path):
     assert proc.returncode == 1, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     text = proc.stdout + proc.stderr
     assert "t5.bucket/t5-encoder/" in text and "SystemExit" in text and "when used" in text
+
+
+PRINTING_FILE = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {root!r})
+    from examples.t5.hf_t5 import bucket
+
+    def adapter(relative_positions, spec):
+        print("NOISE from print")
+        sys.stdout.flush()
+        os.write(1, b"NOISE on fd 1\\n")
+        return bucket(relative_positions, spec)
+    """
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the supervised command is POSIX only")
+def test_json_to_stdout_stays_parseable_when_the_adapter_prints(tmp_path):
+    # Issue 24: in-process, what the adapter printed (print, or straight to fd 1) went to stdout
+    # in the middle of `--json -`; it now goes to stderr during each call.
+    import json
+
+    (tmp_path / "printing.py").write_text(PRINTING_FILE.format(root=str(ROOT)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from conformance.supervise import entry; sys.exit(entry())",
+         "conform", f"{tmp_path / 'printing.py'}:adapter", "--protocol", "t5.bucket",
+         "--cases", "t5.bucket/t5-encoder/*", "--no-fresh", "--json", "-"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)  # nothing but the report on stdout
+    assert report["summary"]["overall"] == "pass"
+    assert "NOISE from print" in proc.stderr and "NOISE on fd 1" in proc.stderr
