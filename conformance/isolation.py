@@ -36,8 +36,11 @@ Two invokers share that contract (``make_invoker`` picks one):
   threads), the server serves the calls without forking and a restart starts a new interpreter.
 
 A real Ctrl-C (SIGINT) stops the run in both modes. A KeyboardInterrupt that the adapter raises
-itself is a verdict like any other exception ("raised"): in-process, a SIGINT handler installed
-for the duration of each call marks the real ones.
+itself is a verdict like any other exception ("raised"): in-process, posref's own SIGINT handler
+(held for each call, and by the runner for the whole run) raises :class:`RealInterrupt` for the
+real ones, so that what the adapter's returned objects raise later, while the runner grades them
+(SystemExit, KeyboardInterrupt, GeneratorExit), is a verdict too. In-process, the adapter's
+standard output goes to standard error during each call (``_ProcessState``).
 """
 
 from __future__ import annotations
