@@ -163,3 +163,27 @@ def test_buggy_examples_get_the_same_verdicts_in_and_out_of_isolate(name):
 @pytest.mark.parametrize("path", BUGGY, ids=[f"{p.parent.parent.name}/{p.stem}" for p in BUGGY])
 def test_every_buggy_example_agrees(path):
     _buggy(path)
+
+
+HOSTILE = textwrap.dedent(
+    """
+    import torch
+
+    class Hostile(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise SystemExit(0)
+
+    def bucket(relative_positions, spec):
+        return torch.zeros(2).as_subclass(Hostile)
+    """
+)
+
+
+def test_a_value_that_raises_when_read_is_the_same_error_in_both_modes(tmp_path):
+    # In-process it raises while the grader reads it; under --isolate while the child sends it
+    # back: an Opaque that says so. Both are error, code raised.
+    path = tmp_path / "hostile_value.py"
+    path.write_text(HOSTILE)
+    got = _agree(f"{path}:bucket", "t5.bucket", cases="t5.bucket/t5-encoder/*")
+    assert all(v == ("error", ["raised"]) for k, v in got.items() if k[0] != "identity")
