@@ -89,8 +89,9 @@ def _label(spec: T5Spec) -> str:
             f"{'bidirectional' if spec.bidirectional else 'causal'}")
 
 
-def bucket_checks(invoker, device: str, seed=None) -> list:
-    """The IdentityResults of the checks above (dtype int64: the adapter gets integers)."""
+def bucket_checks(invoker, device: str, seed=None, dtype="float32") -> list:
+    """The IdentityResults of the checks above. The adapter gets int64 positions whatever the run's
+    dtype; the results carry ``dtype`` (the run's first, as for every dtype-free protocol)."""
     import torch
 
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
@@ -103,11 +104,11 @@ def bucket_checks(invoker, device: str, seed=None) -> list:
         call = session.call(t, spec, watch=[("relative_positions", t)])
         cid = ID + "bucket-properties-" + name
         if call.kind != "ok" or call.problem:
-            out.append(call_failure(cid, "int64", call))
+            out.append(call_failure(cid, dtype, call))
             continue
         value = call.value
         if tuple(value.shape) != r.shape or value.is_floating_point() or value.is_complex():
-            out.append(result(cid, "int64", "fail", message=f"{_label(spec)}: returned {value.dtype} "
+            out.append(result(cid, dtype, "fail", message=f"{_label(spec)}: returned {value.dtype} "
                               f"{list(value.shape)}, expected integers of shape {list(r.shape)}",
                               diagnoses=[Diagnosis("shape-changed", "the buckets are not integers of the input's shape")]))
             continue
@@ -117,21 +118,21 @@ def bucket_checks(invoker, device: str, seed=None) -> list:
         found = violations(r, got, spec)
         where = f"{_label(spec)}, {r.size} relative positions drawn from seed {seed + k}"
         if not found:
-            out.append(result(cid, "int64", "pass", 0, 0, f"range, exact region, log start, clamp, monotone "
+            out.append(result(cid, dtype, "pass", 0, 0, f"range, exact region, log start, clamp, monotone "
                               f"and sign split hold ({where})"))
             continue
         count = sum(c for _, c, _ in found)
         text = "; ".join(f"{name} broken at {c} entr{'y' if c == 1 else 'ies'} (first r = {x})" for name, c, x in found)
         diagnoses = [Diagnosis("bucket-clamp-missing", f"distances >= {spec.max_distance} do not all get the "
                                f"direction's last bucket ({where})")] if any(f[0] == "clamp" for f in found) else []
-        out.append(result(cid, "int64", "fail", count, 0, f"{text} ({where})", diagnoses))
+        out.append(result(cid, dtype, "fail", count, 0, f"{text} ({where})", diagnoses))
     if first is not None:
         t, spec, got = first
         again = session.call(t, spec, watch=[("relative_positions", t)])
         if again.kind == "ok" and not again.problem and again.out64 is not None and again.out64.shape == got.shape:
             residual = float(np.abs(again.out64 - got).max(initial=0))
-            out.append(determinism_result(ID + "determinism", "int64", residual, "two identical calls"))
+            out.append(determinism_result(ID + "determinism", dtype, residual, "two identical calls"))
         else:
-            out.append(call_failure(ID + "determinism", "int64", again))
-    out.append(mutation_result(ID, "int64", session))
+            out.append(call_failure(ID + "determinism", dtype, again))
+    out.append(mutation_result(ID, dtype, session))
     return out

@@ -111,7 +111,7 @@ class T5Bucket(Protocol):
     def blackbox(self, invoker, dtype, device, probe) -> list:
         from conformance.t5 import blackbox
 
-        return blackbox.bucket_checks(invoker, device)
+        return blackbox.bucket_checks(invoker, device, dtype=dtype)
 
     def locate(self, case, spec, prepared, index) -> str:
         return f"relative position {int(prepared.inputs_f64['relative_positions'][index[0]])} (entry {index[0]})"

@@ -101,3 +101,18 @@ def test_drawn_positions_cover_the_exact_region_the_log_region_and_past_max_dist
     assert set(range(-10, 11)) <= set(r.tolist())
     assert np.any((n >= 8) & (n < 128)) and np.any(n >= 128) and np.any(r > 0) and np.any(r < 0)
     assert not np.array_equal(r, blackbox.draw_positions(6, spec))
+
+
+def test_the_identities_are_in_every_report_format(tmp_path):
+    # The adapter gets int64 positions; the identities carry the run's dtype, as the report
+    # schema requires (an "int64" identity failed the JSON report's validation).
+    import json
+
+    from conformance.reports import write_reports
+
+    report = run_conformance(HF.bucket, "t5.bucket", fresh=False, cases="t5.bucket/t5-encoder/*")
+    assert report.summary()["overall"] == "pass"
+    paths = {k: tmp_path / f"r.{k}" for k in ("json", "junit", "markdown")}
+    write_reports(report, json=str(paths["json"]), junit=str(paths["junit"]), markdown=str(paths["markdown"]))
+    ids = [i["id"] for i in json.loads(paths["json"].read_text())["identities"]]
+    assert "t5.bucket/bucket-properties-encoder" in ids and "t5.bucket/bucket-properties-drawn" in ids
