@@ -48,8 +48,11 @@ faulthandler's crash dump goes to an unlinked temporary file shared by descripto
 a bounded ``pread``: no path to replace or to leave behind.
 
 A real Ctrl-C (SIGINT) stops the run in both modes. A KeyboardInterrupt that the adapter raises
-itself is a verdict like any other exception ("raised"): in-process, a SIGINT handler installed
-for the duration of each call marks the real ones.
+itself is a verdict like any other exception ("raised"): in-process, posref's own SIGINT handler
+(held for each call, and by the runner for the whole run) raises :class:`RealInterrupt` for the
+real ones, so that what the adapter's returned objects raise later, while the runner grades them
+(SystemExit, KeyboardInterrupt, GeneratorExit), is a verdict too. In-process, the adapter's
+standard output goes to standard error during each call (``_ProcessState``).
 """
 
 from __future__ import annotations
@@ -142,17 +145,37 @@ def error_line(exc: BaseException) -> str:
 
 
 def _outcome_from_exception(exc: BaseException) -> Outcome:
-    kind = "unsupported" if isinstance(exc, Unsupported) else "raised"
-    tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return Outcome(kind, None, error_line(exc), tb)
+    """The Outcome of an exception the adapter (or an object it made) raised. Formatting it runs
+    the adapter's code again (``__str__``, ``__repr__``): whatever that raises, SystemExit
+    included, leaves the plainest description instead (a real Ctrl-C still stops the run)."""
+    kind = "unsupported" if type(exc) is Unsupported or _plain_isinstance(exc, Unsupported) else "raised"
+    try:
+        line = error_line(exc)
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a hostile __str__ or type name
+        line = "an exception whose description raised in turn"
+    try:
+        tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001
+        tb = ""
+    return Outcome(kind, None, line, tb)
+
+
+def _plain_isinstance(obj, cls) -> bool:
+    """isinstance without consulting ``obj.__class__`` (a property the adapter may define)."""
+    return issubclass(type(obj), cls)
 
 
 def _call_catching(fn: Callable, args: tuple) -> Outcome:
-    """Call fn(*args); every exception except KeyboardInterrupt becomes an Outcome."""
+    """Call fn(*args); every exception except a real Ctrl-C (RealInterrupt) becomes an Outcome,
+    KeyboardInterrupt and SystemExit raised by the adapter included."""
     limit = sys.getrecursionlimit()
     try:
         value = fn(*args)
-    except KeyboardInterrupt:
+    except RealInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit from user code is a verdict too
         # An adapter that lowered the recursion limit must not make formatting its error fail.
@@ -226,17 +249,17 @@ class InProcessInvoker(Invoker):
             with _real_sigint_marked() as real:
                 try:
                     return _call_catching(fn, args)
-                except KeyboardInterrupt as exc:
+                except RealInterrupt as exc:
                     if real.is_set():
                         raise
-                    return _outcome_from_exception(exc)
+                    return _outcome_from_exception(exc)  # the adapter raised posref's own class
         box: dict = {}
         done = threading.Event()
 
         def work():
             try:
                 box["outcome"] = _call_catching(fn, args)
-            except KeyboardInterrupt as exc:  # a real SIGINT reaches the main thread, not this one
+            except BaseException as exc:  # noqa: BLE001 - a real SIGINT reaches the main thread only
                 box["outcome"] = _outcome_from_exception(exc)
             finally:
                 done.set()
@@ -258,7 +281,11 @@ class InProcessInvoker(Invoker):
 class _ProcessState:
     """What an in-process adapter may break for the runner, put back after each call: the
     recursion limit, sys.stdout / sys.stderr, and file descriptors 1 and 2 (closed or redirected:
-    duplicates are kept from the start), so the run still prints its table and writes reports."""
+    duplicates are kept from the start), so the run still prints its table and writes reports.
+
+    During each call the adapter's standard output goes to standard error (file descriptor 1 and
+    sys.stdout both): what it prints must not mix with posref's own output (``--json -`` writes
+    the report to stdout, and it must stay parseable)."""
 
     FDS = (1, 2)
 
@@ -278,17 +305,39 @@ class _ProcessState:
             return False
         return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
+    @staticmethod
+    def _flush(*streams) -> None:
+        for stream in streams:
+            try:
+                stream.flush()
+            except RealInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - a closed, broken or hostile stream (the adapter's)
+                pass
+
+    def _stdout_to_stderr(self) -> None:
+        self._flush(sys.stdout)
+        if 1 in self.saved and 2 in self.saved:
+            try:
+                os.dup2(self.saved[2], 1)
+            except OSError:
+                pass
+        sys.stdout = sys.stderr
+
     @contextlib.contextmanager
     def restored(self):
         limit = sys.getrecursionlimit()
         streams = (sys.stdout, sys.stderr)
+        self._stdout_to_stderr()
         try:
             yield
         finally:
             sys.setrecursionlimit(limit)
+            self._flush(sys.stdout, sys.stderr, *streams)
             sys.stdout, sys.stderr = streams
             for fd, copy in self.saved.items():
-                if not self._same_file(fd, copy):
+                # fd 1 was pointed at stderr for the call: always put back
+                if fd == 1 or not self._same_file(fd, copy):
                     try:
                         os.dup2(copy, fd)
                     except OSError:
@@ -303,11 +352,25 @@ class _ProcessState:
         self.saved = {}
 
 
+class RealInterrupt(KeyboardInterrupt):
+    """A Ctrl-C that really arrived (SIGINT), raised by posref's own SIGINT handler
+    (``_real_sigint_marked``). It stops the run; every other BaseException raised by the adapter
+    or by an object it made (KeyboardInterrupt, SystemExit, GeneratorExit) is a verdict. Code
+    that touches what the adapter made catches BaseException but re-raises this one:
+
+        except RealInterrupt:
+            raise
+        except BaseException as exc: ...
+    """
+
+
 @contextlib.contextmanager
 def _real_sigint_marked():
-    """An Event set when a real SIGINT arrives during the block (which then raises
-    KeyboardInterrupt as Python's default handler does). Off the main thread no SIGINT can raise
-    here, and the Event stays clear."""
+    """An Event set when a real SIGINT arrives during the block, which then raises RealInterrupt
+    (a KeyboardInterrupt, as Python's default handler would). The runner holds one for the whole
+    run (conformance.runner.run), so that a Ctrl-C while posref grades a returned value is told
+    apart from a KeyboardInterrupt the value raises. Off the main thread no SIGINT can raise here,
+    and the Event stays clear; a SIGINT the user set to be ignored stays ignored."""
     real = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield real
@@ -315,13 +378,22 @@ def _real_sigint_marked():
 
     def on_sigint(signum, frame):
         real.set()
-        raise KeyboardInterrupt
+        raise RealInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except (ValueError, OSError):  # e.g. an embedded interpreter without signals
+        yield real
+        return
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, previous)
     try:
         yield real
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+real_interrupts_marked = _real_sigint_marked
 
 
 # --------------------------------------------------------------------------------------------
@@ -1304,12 +1376,11 @@ def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
     # goes back with its path.
     mutated = [(path[0] if len(path) == 1 else path, t) for path, (t, before) in pristine.items()
                if not same_bits(t, before)]
+    # A value that cannot be sent (a generator, a lock, a custom object), or whose reading raises,
+    # goes back as an opaque node: graded as what it is, as in-process, never taken for a raise.
     try:
-        return wire.dumps({"kind": "ok", "value": outcome.value, "mutated": mutated})
-    except Exception as exc:  # a generator, a lock, a custom class...: say so instead of dying
-        tb = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
-        error = (
-            f"TypeError: the adapter returned a {type(outcome.value).__name__}, which cannot be "
-            f"sent back from the isolated process ({error_line(exc)})"
-        )
-        return wire.dumps({"kind": "raised", "error": error, "traceback": tb})
+        return wire.dumps({"kind": "ok", "value": outcome.value, "mutated": mutated}, opaque=True)
+    except BaseException as exc:  # noqa: BLE001 - e.g. a container whose iteration raises midway
+        value = wire.opaque_node(outcome.value, exc)["o"]
+        return wire.dumps({"kind": "ok", "value": wire.Opaque(value["type"], value["text"], value["raised"]),
+                           "mutated": mutated}, opaque=True)

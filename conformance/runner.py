@@ -39,7 +39,7 @@ from conformance.core import registry, tolerance
 from conformance.core.tensors import torch_dtype
 from conformance.errors import UsageError
 from conformance.guard import DEFAULT_MAX_TIME, RunGuard
-from conformance.isolation import check_timeout, error_line
+from conformance.isolation import RealInterrupt, check_timeout, error_line, real_interrupts_marked
 from conformance.results import CaseResult, Diagnosis, IdentityResult, Report
 
 DEFAULT_DTYPES = ("float32", "bfloat16")
@@ -340,48 +340,84 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
         # kind is raised, crashed or timeout (isolation.KINDS), each a diagnosis code too
         result.diagnoses.append(Diagnosis(outcome.kind, outcome.error or outcome.kind))
     else:
-        value = outcome.value
-        if training is not None:
-            value, prepared = _training_value(training, value, prepared, opts)
         try:
-            graded = proto.grade(case, spec, prepared, value)
-        except Exception as exc:  # noqa: BLE001 - an exotic return value must not stop the run
-            result.diagnoses.append(
-                Diagnosis("raised", f"the returned value could not be graded: {error_line(exc)}")
-            )
-            result.repro = repro_snippet(case.id, result.dtype, opts, target)
-            result.duration_s = time.perf_counter() - start
-            return result
-        if training is not None and graded.training is not None:
-            training["info"] = graded.training  # what the protocol's own calls gave (drives_calls)
-        if proto.dtype_free and graded.output_dtype in tolerance.DTYPES:
-            result.dtype = graded.output_dtype
-        result.output_dtype = graded.output_dtype
-        profile = opts.profile
-        result.verdict = _verdict(graded, profile)
-        result.max_abs_error = graded.max_abs_error
-        result.budget_ratio = graded.ratio.get(profile)
-        result.worst_index = graded.worst_index.get(profile)
-        result.curve = graded.curve.get(profile, [])
-        _locate(proto, case, spec, prepared, graded, profile, result)
-        result.notes.extend(graded.notes.get(profile, []))
-        if result.verdict == "acceptable":
-            strict = graded.ratio.get("strict")
-            times = f"{strict:.3g} times" if strict is not None else "over"
-            result.notes.append(f"within the standard budget but {times} the strict one ({proto.acceptable_note})")
-        result.diagnoses.extend(graded.problems)
-        if result.verdict == "fail":
-            if explanation:
-                result.notes.append(explanation)
-            if graded.gradable:
-                found, notes = _diagnose(proto, case, spec, prepared, graded, result.dtype)
-                codes = {d.code for d in result.diagnoses}
-                result.diagnoses.extend(d for d in found if d.code not in codes)
-                result.notes.extend(notes)
-        if training is not None:
-            _grade_training(proto, case, spec, prepared, training, graded, opts, result)
+            _grade_value(proto, case, spec, prepared, outcome.value, training, opts, result, explanation)
+        except RealInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - whatever the adapter's objects raise is a verdict
+            result = _value_raised(case.id, label, exc)
     result.repro = repro_snippet(case.id, result.dtype, opts, target)
     result.duration_s = time.perf_counter() - start
+    return result
+
+
+def _grade_value(proto, case, spec, prepared, value, training, opts: Options, result, explanation) -> None:
+    """Grade a returned value into ``result``. Anything raised here while the adapter's value is
+    handled (grading, unpacking a training result, locating, diagnosing) is the adapter's doing:
+    grade_case turns it into the case's verdict (_value_raised)."""
+    from conformance import wire
+
+    raised = wire.raised_inside(value)
+    if raised is not None:  # under --isolate: the value raised while it was sent back
+        result.diagnoses.append(Diagnosis("raised", _raised_message(raised)))
+        return
+    if training is not None:
+        value, prepared = _training_value(training, value, prepared, opts)
+    graded = proto.grade(case, spec, prepared, value)
+    if training is not None and graded.training is not None:
+        training["info"] = graded.training  # what the protocol's own calls gave (drives_calls)
+    if proto.dtype_free and _plain_str(graded.output_dtype) in tolerance.DTYPES:
+        result.dtype = _plain_str(graded.output_dtype)
+    result.output_dtype = _plain_str(graded.output_dtype)
+    profile = opts.profile
+    result.verdict = _verdict(graded, profile)
+    result.max_abs_error = graded.max_abs_error
+    result.budget_ratio = graded.ratio.get(profile)
+    result.worst_index = graded.worst_index.get(profile)
+    result.curve = graded.curve.get(profile, [])
+    _locate(proto, case, spec, prepared, graded, profile, result)
+    result.notes.extend(graded.notes.get(profile, []))
+    if result.verdict == "acceptable":
+        strict = graded.ratio.get("strict")
+        times = f"{strict:.3g} times" if strict is not None else "over"
+        result.notes.append(f"within the standard budget but {times} the strict one ({proto.acceptable_note})")
+    result.diagnoses.extend(graded.problems)
+    if result.verdict == "fail":
+        if explanation:
+            result.notes.append(explanation)
+        if graded.gradable:
+            found, notes = _diagnose(proto, case, spec, prepared, graded, result.dtype)
+            codes = {d.code for d in result.diagnoses}
+            result.diagnoses.extend(d for d in found if d.code not in codes)
+            result.notes.extend(notes)
+    if training is not None:
+        _grade_training(proto, case, spec, prepared, training, graded, opts, result)
+
+
+def _plain_str(text) -> Optional[str]:
+    """An exact str (a str subclass the adapter made, with its own methods, becomes a plain copy)."""
+    return str.__str__(text) if issubclass(type(text), str) else None
+
+
+def _fault_line(exc: BaseException) -> str:
+    try:
+        return error_line(exc)
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - an exception whose description raises in turn
+        return "an exception whose description raised in turn"
+
+
+def _raised_message(line: str) -> str:
+    return f"the returned value could not be graded: it raised {line} when used"
+
+
+def _value_raised(case_id: str, label: str, exc: BaseException) -> CaseResult:
+    """The verdict of a case whose returned value raised while posref used it (a tensor subclass
+    whose __torch_function__ raises SystemExit, a number whose __float__ raises, a module whose
+    posref_output property does): error, code raised. The run goes on."""
+    result = CaseResult(id=case_id, dtype=label, verdict="error")
+    result.diagnoses.append(Diagnosis("raised", _raised_message(_fault_line(exc))))
     return result
 
 
@@ -551,17 +587,21 @@ def _explain(probe, spec) -> Optional[str]:
     if probe is None:
         return None
     try:
-        return probe.explain(spec)
-    except Exception as exc:  # noqa: BLE001 - an explanation that fails explains nothing
-        return f"the probe's explanation could not be built: {error_line(exc)}"
+        return _plain_str(probe.explain(spec))
+    except RealInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - an explanation that fails explains nothing
+        return f"the probe's explanation could not be built: {_fault_line(exc)}"
 
 
 def _grad_blackbox(proto, invoker, opts: Options, probe) -> list:
     try:
         return list(proto.grad_blackbox(invoker, opts.device, probe) or [])
-    except Exception as exc:  # noqa: BLE001 - report it as an identity error, keep going
+    except RealInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the adapter's objects may raise anything here
         return [IdentityResult(id="gradcheck", dtype="float64", verdict="error",
-                               message=f"gradient checks could not run: {error_line(exc)}")]
+                               message=f"gradient checks could not run: {_fault_line(exc)}")]
 
 
 def _blackbox(proto, invoker, opts: Options, probe) -> list:
@@ -570,13 +610,15 @@ def _blackbox(proto, invoker, opts: Options, probe) -> list:
     for dtype in opts.dtypes[:1] if proto.dtype_free else opts.dtypes:
         try:
             results.extend(proto.blackbox(invoker, torch_dtype(dtype), opts.device, probe) or [])
-        except Exception as exc:  # noqa: BLE001 - report it as an identity error, keep going
+        except RealInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the adapter's objects may raise anything here
             results.append(
                 IdentityResult(
                     id="blackbox",
                     dtype=dtype,
                     verdict="error",
-                    message=f"black-box checks could not run: {error_line(exc)}",
+                    message=f"black-box checks could not run: {_fault_line(exc)}",
                 )
             )
     return results
@@ -665,37 +707,13 @@ def run(
         plan_dtypes = (None,) if proto.dtype_free else opts.dtypes
         progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target))
                                   for c in cases for d in plan_dtypes])
-    try:
-        if opts.isolate:
-            invoker.start()  # load errors are UsageErrors: surface them before grading
-        probe = proto.probe(invoker, cases, opts)
-        if probe is not None:
-            report.probe = {"summary": probe.describe(), **probe.to_json()}
-        dtypes = (None,) if proto.dtype_free else opts.dtypes
-        total = len(cases) * len(dtypes)
-        if progress is not None:
-            progress.start(total)
-        for case in cases:
-            spec = proto.spec(case)
-            # Only the user's explicit option excludes a case here; the adapter's Unsupported
-            # skips it in grade_case. What the probe found explains failures, nothing more.
-            excluded = proto.excluded(spec, opts)
-            explanation = _explain(probe, spec)
-            for dtype in dtypes:
-                if excluded:
-                    result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[excluded])
-                    result.repro = repro_snippet(case.id, result.dtype, opts, target)
-                else:
-                    result = grade_case(proto, case, spec, dtype, opts, invoker, target, explanation)
-                report.cases.append(result)
-                if progress is not None:
-                    progress.advance(result)
-        if opts.identities:
-            report.identities = _blackbox(proto, invoker, opts, probe)
-            if opts.grad:
-                report.identities += _grad_blackbox(proto, invoker, opts, probe)
-    finally:
-        invoker.close()
+    # For the whole run a real Ctrl-C raises RealInterrupt, so that it stops the run while a
+    # KeyboardInterrupt (or SystemExit) raised by what the adapter returned is a verdict.
+    with real_interrupts_marked():
+        try:
+            _grade_all(proto, cases, opts, invoker, target, report, progress)
+        finally:
+            invoker.close()
     if invoker.note():
         report.notes.append(invoker.note())
     if baseline is not None:
@@ -705,6 +723,52 @@ def run(
     if progress is not None:
         progress.finish(report)
     return report
+
+
+def _probe(proto, invoker, cases, opts: Options, report: Report):
+    """The protocol's probe, and its summary in the report; what the adapter's objects raise while
+    it runs leaves no probe and a note (the probe only explains; the cases are graded anyway)."""
+    try:
+        probe = proto.probe(invoker, cases, opts)
+        if probe is not None:
+            report.probe = {"summary": _plain_str(probe.describe()), **probe.to_json()}
+        return probe
+    except RealInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the adapter's objects may raise anything here
+        report.probe = None
+        report.notes.append(f"the probe could not run: {_fault_line(exc)}")
+        return None
+
+
+def _grade_all(proto, cases, opts: Options, invoker, target, report: Report, progress) -> None:
+    """The probe, every case in every dtype, then the black-box identities, into ``report``."""
+    if opts.isolate:
+        invoker.start()  # load errors are UsageErrors: surface them before grading
+    probe = _probe(proto, invoker, cases, opts, report)
+    dtypes = (None,) if proto.dtype_free else opts.dtypes
+    total = len(cases) * len(dtypes)
+    if progress is not None:
+        progress.start(total)
+    for case in cases:
+        spec = proto.spec(case)
+        # Only the user's explicit option excludes a case here; the adapter's Unsupported
+        # skips it in grade_case. What the probe found explains failures, nothing more.
+        excluded = proto.excluded(spec, opts)
+        explanation = _explain(probe, spec)
+        for dtype in dtypes:
+            if excluded:
+                result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[excluded])
+                result.repro = repro_snippet(case.id, result.dtype, opts, target)
+            else:
+                result = grade_case(proto, case, spec, dtype, opts, invoker, target, explanation)
+            report.cases.append(result)
+            if progress is not None:
+                progress.advance(result)
+    if opts.identities:
+        report.identities = _blackbox(proto, invoker, opts, probe)
+        if opts.grad:
+            report.identities += _grad_blackbox(proto, invoker, opts, probe)
 
 
 def _describe(fn) -> str:

@@ -9,7 +9,12 @@ or produce anything but plain data. ``dumps`` accepts only:
     torch.Tensor   dense, strided: dtype, shape, device and the raw bytes of its values
     numpy arrays   of bool, integer, float or complex dtype; numpy scalars become Python numbers
 
-and raises TypeError for anything else. A message is an 8-byte length, a JSON header and the
+and raises TypeError for anything else, unless asked (``opaque=True``, as the isolated process
+sends results) to send each value it cannot send as an *opaque* node instead: its type name and
+the start of its repr, decoded into an inert :class:`Opaque`. A returned generator, lock or
+custom object is then graded as what it is (not a tensor), as in-process, never taken for a raise;
+a value whose encoding raised (a tensor subclass whose ``__torch_function__`` raises SystemExit)
+comes back as an Opaque that says so (``raised``; ``raised_inside``). A message is an 8-byte length, a JSON header and the
 raw buffers the header points to. ``loads`` checks every field (known dtypes, sizes that match
 the buffers, a nesting limit) and raises ``WireError`` for anything that is not a message
 ``dumps`` could have written; tensors come back as new, contiguous tensors without autograd
@@ -43,10 +48,84 @@ class WireError(ValueError):
     """Bytes that are not a message ``dumps`` writes."""
 
 
-def dumps(obj) -> bytes:
+_OPAQUE_TEXT = 200  # characters of an opaque value's type name and repr that are sent
+
+
+class Opaque:
+    """A value the isolated process could not send (a generator, a lock, a custom object), as the
+    runner receives it: inert data, the value's type name and the start of its repr. ``raised`` is
+    one line when reading the value raised in the isolated process (None otherwise)."""
+
+    __slots__ = ("type_name", "text", "raised")
+
+    def __init__(self, type_name: str, text: str = "", raised=None):
+        self.type_name, self.text, self.raised = str(type_name), str(text), raised
+
+    def __repr__(self) -> str:
+        return self.text or f"<{self.type_name} object>"
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Opaque and (self.type_name, self.text, self.raised)
+                == (other.type_name, other.text, other.raised))
+
+    __hash__ = None
+
+
+def type_name(value) -> str:
+    """The name of a returned value's type, as the reports say it: an Opaque's is the name of the
+    value the isolated process could not send."""
+    return value.type_name if type(value) is Opaque else type(value).__name__
+
+
+def raised_inside(value, depth: int = 0):
+    """The one line of the first Opaque in ``value`` (decoded data: containers of plain values)
+    whose reading raised, or None."""
+    if type(value) is Opaque:
+        return value.raised
+    if depth < _MAX_DEPTH and type(value) in (list, tuple, dict):
+        for item in (value.values() if type(value) is dict else value):
+            found = raised_inside(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def dumps(obj, *, opaque: bool = False) -> bytes:
+    """The message for ``obj``; TypeError for a value that is not plain data, unless ``opaque``:
+    such a value (or one whose reading raises) is then sent as an opaque node."""
     blobs: list[bytes] = []
-    header = json.dumps(_enc(obj, blobs, 0), allow_nan=False, separators=(",", ":")).encode()
+    header = json.dumps(_enc(obj, blobs, 0, opaque), allow_nan=False, separators=(",", ":")).encode()
     return b"".join([_HEADER.pack(len(header)), header, *blobs])
+
+
+def opaque_node(value, raised=None) -> dict:
+    """The opaque node of ``value``: its type name and the start of its repr (or, when even that
+    raises, what it raised)."""
+    def line(exc):
+        try:
+            text = str(exc).strip().splitlines()
+        except BaseException:  # noqa: BLE001 - a hostile __str__
+            text = []
+        name = _clip(type(exc).__name__)
+        return f"{name}: {_clip(text[0])}" if text else name
+
+    try:
+        name = _clip(type(value).__name__)
+    except BaseException:  # noqa: BLE001
+        name = "object"
+    try:
+        text = _clip(repr(value))
+    except BaseException as exc:  # noqa: BLE001 - a hostile __repr__
+        text = f"<{name} object>"
+        raised = raised if raised is not None else line(exc)
+    if raised is not None and not isinstance(raised, str):
+        raised = line(raised)
+    return {"o": {"type": name, "text": text, "raised": raised}}
+
+
+def _clip(text) -> str:
+    text = str.__str__(text) if issubclass(type(text), str) else "?"
+    return text if len(text) <= _OPAQUE_TEXT else text[: _OPAQUE_TEXT - 3] + "..."
 
 
 def loads(data: bytes):
@@ -72,9 +151,36 @@ def loads(data: bytes):
 # ---- encoding (in the isolated process) ------------------------------------------------------
 
 
-def _enc(obj, blobs: list, depth: int):
+def _enc(obj, blobs: list, depth: int, opaque: bool = False):
+    if not opaque:
+        return _enc_plain(obj, blobs, depth, opaque)
+    mark = len(blobs)
+    try:
+        return _enc_plain(obj, blobs, depth, opaque)
+    except TypeError as exc:
+        del blobs[mark:]
+        if depth > _MAX_DEPTH:
+            raise
+        return opaque_node(obj) if _unsendable(exc) else opaque_node(obj, exc)
+    except BaseException as exc:  # noqa: BLE001 - reading the value raised (SystemExit, KeyboardInterrupt:
+        # this runs in the isolated process, which a Ctrl-C does not reach)
+        del blobs[mark:]
+        return opaque_node(obj, exc)
+
+
+class _NotPlain(TypeError):
+    """A value that is not plain data (the others TypeErrors are raised by reading the value)."""
+
+
+def _unsendable(exc) -> bool:
+    return type(exc) is _NotPlain
+
+
+def _enc_plain(obj, blobs: list, depth: int, opaque: bool):
     if depth > _MAX_DEPTH:
-        raise TypeError(f"the result is nested deeper than {_MAX_DEPTH} levels")
+        raise _NotPlain(f"the result is nested deeper than {_MAX_DEPTH} levels")
+    if type(obj) is Opaque:
+        return {"o": {"type": obj.type_name, "text": obj.text, "raised": obj.raised}}
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -82,29 +188,29 @@ def _enc(obj, blobs: list, depth: int):
     if isinstance(obj, float):
         return float(obj) if math.isfinite(obj) else {"f": repr(float(obj))}
     if isinstance(obj, (list, tuple)):
-        items = [_enc(v, blobs, depth + 1) for v in obj]
+        items = [_enc(v, blobs, depth + 1, opaque) for v in obj]
         return {"t": items} if isinstance(obj, tuple) else {"l": items}
     if isinstance(obj, dict):
-        return {"d": [[_enc(k, blobs, depth + 1), _enc(v, blobs, depth + 1)] for k, v in obj.items()]}
+        return {"d": [[_enc(k, blobs, depth + 1, opaque), _enc(v, blobs, depth + 1, opaque)] for k, v in obj.items()]}
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _enc_tensor(torch, obj, blobs)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(obj, np.generic) and obj.dtype.kind in _NUMPY_KINDS:
-        return _enc(obj.item(), blobs, depth)
+        return _enc(obj.item(), blobs, depth, opaque)
     if np is not None and isinstance(obj, np.ndarray) and obj.dtype.kind in _NUMPY_KINDS:
         arr = np.ascontiguousarray(obj)
         blobs.append(arr.tobytes())
         return {"a": {"dtype": arr.dtype.str, "shape": list(arr.shape), "n": len(blobs[-1])}}
-    raise TypeError(f"a {type(obj).__name__} is not plain data (tensors, arrays, numbers, strings)")
+    raise _NotPlain(f"a {type(obj).__name__} is not plain data (tensors, arrays, numbers, strings)")
 
 
 def _enc_tensor(torch, t, blobs: list):
     if t.layout != torch.strided or t.is_quantized:
-        raise TypeError(f"a tensor with layout {t.layout} is not plain data")
+        raise _NotPlain(f"a tensor with layout {t.layout} is not plain data")
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in _TENSOR_DTYPES:
-        raise TypeError(f"a tensor of dtype {dtype} cannot be sent")
+        raise _NotPlain(f"a tensor of dtype {dtype} cannot be sent")
     flat = torch.Tensor.contiguous(torch.Tensor.detach(t)).cpu().reshape(-1)
     raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
     blobs.append(raw)
@@ -158,6 +264,12 @@ def _dec(node, buffers: _Buffers, depth: int):
         return _dec_tensor(body, buffers)
     if tag == "a" and isinstance(body, dict):
         return _dec_array(body, buffers)
+    if tag == "o" and isinstance(body, dict):
+        name, text, raised = body.get("type"), body.get("text"), body.get("raised")
+        if not (isinstance(name, str) and isinstance(text, str) and isinstance(raised, (str, type(None)))
+                and max(len(name), len(text), len(raised or "")) <= 4 * _OPAQUE_TEXT):
+            raise WireError("bad opaque value")
+        return Opaque(name, text, raised)
     raise WireError(f"unknown node {tag!r}")
 
 

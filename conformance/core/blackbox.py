@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from conformance.core.tensors import dtype_name, same_bits
+from conformance.core.tensors import dtype_name, same_bits, type_name
 from conformance.results import Diagnosis, IdentityResult
 
 
@@ -55,15 +55,29 @@ class Session:
             return Call(outcome.kind, outcome.error or outcome.kind)
         value = outcome.value
         result = Call("ok", value=value)
-        if isinstance(value, torch.Tensor):
-            try:
-                result.out64 = value.detach().to("cpu", torch.float64).numpy()
-            except (RuntimeError, TypeError) as exc:
-                from conformance.isolation import error_line
+        from conformance.isolation import RealInterrupt, error_line
+        from conformance.wire import raised_inside
 
-                result.problem = f"the output could not be read as numbers ({error_line(exc)})"
-        else:
-            result.problem = f"returned {type(value).__name__}, not a tensor"
+        try:
+            raised = raised_inside(value)
+            if raised is not None:  # under --isolate: reading the value raised in the child
+                result.problem = f"the returned value raised {raised} when used"
+            elif isinstance(value, torch.Tensor):
+                result.out64 = value.detach().to("cpu", torch.float64).numpy()
+            else:
+                result.problem = f"returned {type_name(value)}, not a tensor"
+        except RealInterrupt:
+            raise
+        except (RuntimeError, TypeError) as exc:
+            result.problem = f"the output could not be read as numbers ({error_line(exc)})"
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from a tensor subclass: a verdict
+            try:
+                line = error_line(exc)
+            except RealInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001
+                line = "an exception whose description raised in turn"
+            result.problem = f"the returned value raised {line} when used"
         return result
 
     def skipped(self) -> Call:

@@ -12,6 +12,15 @@ import numpy as np
 from conformance.results import Diagnosis
 
 
+def type_name(value) -> str:
+    """The name of a returned value's type for messages; under --isolate a value the isolated
+    process could not send arrives as a conformance.wire.Opaque and keeps its own type's name, so
+    that verdicts and messages read the same in and out of --isolate."""
+    from conformance.wire import type_name as name
+
+    return name(value)
+
+
 def torch_dtype(name: str):
     import torch
 
@@ -54,7 +63,7 @@ def check_tensor(value, what: str, shape, dtype: Optional[str], device: str):
     problems = []
     if not isinstance(value, torch.Tensor):
         problems.append(
-            Diagnosis("shape-changed", f"{what} is a {type(value).__name__}, not a torch.Tensor")
+            Diagnosis("shape-changed", f"{what} is a {type_name(value)}, not a torch.Tensor")
         )
         return None, problems, None
     got = dtype_name(value.dtype)
@@ -155,7 +164,7 @@ def check_integer_tensor(value, what: str, shape) -> tuple[Optional[np.ndarray],
 
     if (not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shape) or value.is_floating_point()
             or value.is_complex() or value.dtype == torch.bool):
-        got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
+        got = type_name(value) if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
         return None, [Diagnosis("shape-changed", f"{what} are {got}, expected integers of shape {list(shape)}")]
     return value.detach().to("cpu", torch.int64).numpy(), []
 

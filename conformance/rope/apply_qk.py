@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import abs_error, finite_max
+from conformance.core.tensors import type_name, abs_error, finite_max
 from conformance.results import Diagnosis
 from conformance.rope.apply import RopeApply
 from conformance.rope.spec import spec_of
@@ -73,7 +73,7 @@ class RopeApplyQk(Protocol):
         if value is None and spec.inplace:
             value = (None, None)
         if not (isinstance(value, (tuple, list)) and len(value) == 2):
-            return Graded(problems=[Diagnosis("shape-changed", f"the output is a {type(value).__name__}, not a "
+            return Graded(problems=[Diagnosis("shape-changed", f"the output is a {type_name(value)}, not a "
                                               "(q_rot, k_rot) pair")])
         graded = {}
         for i, role in enumerate(ROLES):

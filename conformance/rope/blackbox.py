@@ -69,7 +69,7 @@ from conformance.core.blackbox import (
     same_place_diff,
     verdict_of,
 )
-from conformance.core.tensors import as_number, dtype_name
+from conformance.core.tensors import as_number, dtype_name, type_name
 from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
 
@@ -355,7 +355,7 @@ def cache_checks(invoker, protocol, dtype, device) -> list:
         call = session.call(pt, spec, watch=(("positions", pt),))
         tables = _pair(call.value) if call.kind == "ok" else None
         if call.kind == "ok" and tables is None:
-            call.problem = f"returned {type(call.value).__name__}, not a (cos, sin) pair of tensors"
+            call.problem = f"returned {type_name(call.value)}, not a (cos, sin) pair of tensors"
         u = max(_u_eff(call.value[0].dtype), _u_eff(dtype)) if tables else _u_eff(dtype)
         return call, tables, u
 
@@ -443,7 +443,7 @@ def frequency_checks(invoker, protocol, dtype, device) -> list:
             return call, None, None
         v = call.value
         if not (isinstance(v, (tuple, list)) and len(v) == 2):
-            call.problem = f"returned {type(v).__name__}, not (inv_freq, attention_factor)"
+            call.problem = f"returned {type_name(v)}, not (inv_freq, attention_factor)"
             return call, None, None
         if isinstance(v[0], torch.Tensor):
             inv = v[0].detach().to("cpu", torch.float64).numpy()

@@ -13,6 +13,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    type_name,
     over_budget,
     abs_error,
     argmax_index,
@@ -52,7 +53,7 @@ class RopeCache(Protocol):
         pos = prepared.inputs_f64["positions"]
         shape = pos.shape + (spec.rotary_dim // 2,)
         if not isinstance(value, (tuple, list)) or len(value) != 2:
-            what = type(value).__name__
+            what = type_name(value)
             return Graded(
                 problems=[Diagnosis("shape-changed", f"the adapter returned a {what}, expected a (cos, sin) pair")]
                 + mutation_problems(prepared.watched)

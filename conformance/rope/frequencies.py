@@ -14,6 +14,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
+    type_name,
     over_budget,
     abs_error,
     argmax_index,
@@ -44,7 +45,7 @@ class RopeFrequencies(Protocol):
     def grade(self, case, spec, prepared, value) -> Graded:
         half = spec.rotary_dim // 2
         if not isinstance(value, (tuple, list)) or len(value) != 2:
-            what = type(value).__name__
+            what = type_name(value)
             return Graded(
                 problems=[
                     Diagnosis("shape-changed", f"the adapter returned a {what}, expected (inv_freq, attention_factor)")
@@ -54,7 +55,7 @@ class RopeFrequencies(Protocol):
         factor = as_number(value[1])
         if factor is None:
             problems.append(
-                Diagnosis("shape-changed", f"attention_factor is a {type(value[1]).__name__}, not a number")
+                Diagnosis("shape-changed", f"attention_factor is a {type_name(value[1])}, not a number")
             )
         if inv is not None:
             problems += unknown_dtype_problems(inv_freq=got)

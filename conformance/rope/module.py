@@ -54,7 +54,7 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Probe, Protocol
-from conformance.core.tensors import torch_dtype
+from conformance.core.tensors import type_name, torch_dtype
 from conformance.results import Diagnosis
 from conformance.rope.spec import spec_of
 
@@ -237,7 +237,7 @@ class RopeModule(Protocol):
     def _ready(self, prepared, value) -> Optional[Diagnosis]:
         """Check the factory's result, apply the cast, read the declared output form."""
         if not callable(value):
-            return Diagnosis("shape-changed", f"the factory returned a {type(value).__name__}, not a callable "
+            return Diagnosis("shape-changed", f"the factory returned a {type_name(value)}, not a callable "
                                               "module")
         form = getattr(value, OUTPUT_ATTRIBUTE, "x")
         if form not in OUTPUT_FORMS:

@@ -2,7 +2,8 @@
 
 Graded exactly. At a bucket edge (reference.t5.edges: the exact log position is an integer), the
 bucket one lower is what a log computed one ulp low gives: it passes the standard profile with a
-note saying so, and fails strict. Dtype-free.
+note saying so, and fails strict. Dtype-free. The black-box checks (conformance/t5/blackbox.py)
+test the properties of every T5 bucket function on relative positions drawn at run time.
 """
 
 from __future__ import annotations
@@ -106,6 +107,11 @@ class T5Bucket(Protocol):
                 graded.notes[profile] = [f"at distance(s) {sorted(set(n[below].tolist()))} the exact log position is an "
                                          "integer: the bucket below, from a log one ulp low, is accepted there"]
         return graded
+
+    def blackbox(self, invoker, dtype, device, probe) -> list:
+        from conformance.t5 import blackbox
+
+        return blackbox.bucket_checks(invoker, device, dtype=dtype)
 
     def locate(self, case, spec, prepared, index) -> str:
         return f"relative position {int(prepared.inputs_f64['relative_positions'][index[0]])} (entry {index[0]})"

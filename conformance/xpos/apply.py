@@ -19,7 +19,7 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+from conformance.core.tensors import (type_name, abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
 from conformance.rope import budgets
 from conformance.xpos.spec import spec_of
@@ -76,7 +76,7 @@ class XposApply(Protocol):
             outs, problems, got = [None, None], [], None
             from conformance.results import Diagnosis
 
-            problems.append(Diagnosis("shape-changed", f"expected a pair (q_out, k_out), got {type(value).__name__}"))
+            problems.append(Diagnosis("shape-changed", f"expected a pair (q_out, k_out), got {type_name(value)}"))
         else:
             checked = [check_tensor(v, f"the {w}", q.shape, prepared.dtype, prepared.device)
                        for v, w in zip(value, ("query", "key"))]

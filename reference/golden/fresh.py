@@ -30,7 +30,7 @@ import secrets
 import numpy as np
 
 from reference.golden import catalog
-from reference.golden.store import GoldenCase
+from reference.golden.store import CaseArrays, GoldenCase
 
 MAX_SEED = 2**63 - 1
 FLAG = "Fresh"
@@ -69,6 +69,23 @@ class Draw:
 SHAPES = ("sample", "full")
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)  # as the stored vectors: read-only
+    return array
+
+
+class _Outputs:
+    """Computes a fresh case's outputs with the family's reference in golden mode, on each call."""
+
+    def __init__(self, proto, params: dict, inputs: dict, backend: str):
+        self.proto, self.params, self.inputs, self.backend = proto, params, inputs, backend
+
+    def __call__(self) -> dict:
+        outputs = self.proto.compute(self.params, self.inputs, self.backend)
+        return {role: _read_only(np.array(outputs[role], dtype=dtype))
+                for role, dtype in self.proto.arrays.items() if role not in self.inputs}
+
+
 def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "sample") -> list[GoldenCase]:
     """The fresh cases of ``protocol`` for ``seed`` ([] when its family offers none). ``shapes``
     "full" asks a hook that takes a ``shapes`` keyword (a shape matrix) for all of it instead of
@@ -87,11 +104,12 @@ def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "s
             # The inputs come from the seed's own name for the case: they change with every seed.
             test_params, inputs = proto.build(f"{protocol}/fresh-{int(seed)}/{test.name}", dict(tg.params), test)
             params = {**tg.params, **test_params}
-            outputs = proto.compute(params, inputs, backend)
-            arrays = {role: np.array(inputs[role] if role in inputs else outputs[role], dtype=dtype)
-                      for role, dtype in proto.arrays.items()}
-            for array in arrays.values():
-                array.setflags(write=False)  # as the stored vectors: read-only
+            held = {role: _read_only(np.array(inputs[role], dtype=dtype))
+                    for role, dtype in proto.arrays.items() if role in inputs}
+            outputs = tuple(role for role in proto.arrays if role not in held)
+            # The expected values are computed when grading asks for them, after the adapter's
+            # call, and never kept (store.CaseArrays): an in-process adapter cannot find them.
+            arrays = CaseArrays(held, outputs, _Outputs(proto, params, inputs, backend), order=tuple(proto.arrays))
             cases.append(GoldenCase(id=case_id, protocol=protocol, group=GROUP, params=params,
                                     comment=test.comment, flags=[*test.flags, FLAG], arrays=arrays))
     return cases

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -48,9 +49,65 @@ def protocol_names() -> list[str]:
     return sorted(catalog.protocols())
 
 
+class CaseArrays(Mapping):
+    """A case's arrays by role: the inputs held in memory, the outputs (the expected values) read
+    or computed on each access and never kept.
+
+    Why: an adapter graded in-process shares the interpreter with the runner, and could find the
+    expected values of the case it is computing in the runner's live frames (sys._current_frames()
+    and what their locals refer to). The runner reads a case's outputs only after the call, when
+    it grades; until then they are on disk (golden cases) or not computed yet (fresh cases). This
+    hides nothing from code that imports posref on purpose (docs/robustness.md: use --isolate).
+
+    ``held``: {role: array} of the inputs; ``outputs``: the output roles, in order after the inputs
+    (or interleaved as ``order`` gives); ``load()``: {role: array} of the outputs, called on each
+    access of an output role."""
+
+    def __init__(self, held: dict, outputs, load: Callable[[], dict], order=None):
+        self._held = dict(held)
+        self._outputs = tuple(r for r in outputs if r not in self._held)
+        self._load = load
+        self._order = tuple(order) if order is not None else (*self._held, *self._outputs)
+
+    def __getitem__(self, role):
+        if role in self._held:
+            return self._held[role]
+        if role in self._outputs:
+            return self._load()[role]
+        raise KeyError(role)
+
+    def __iter__(self):
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __repr__(self) -> str:
+        return f"CaseArrays(held={sorted(self._held)}, read when asked={list(self._outputs)})"
+
+
+def _output_roles(protocol: str) -> tuple:
+    from reference.golden import catalog
+
+    proto = catalog.protocols().get(protocol)
+    return () if proto is None else tuple(proto.outputs)
+
+
+class _GroupOutputs:
+    """Reads the output arrays of one case from its group's .npz again, on each call."""
+
+    def __init__(self, path: Path, keys: dict):
+        self.path, self.keys = Path(path), dict(keys)
+
+    def __call__(self) -> dict:
+        arrays = read_npz(self.path)
+        return {role: arrays[key] for role, key in self.keys.items()}
+
+
 @dataclass(frozen=True)
 class GoldenCase:
-    """One golden case: parameters, why it exists, and its arrays (read-only numpy arrays)."""
+    """One golden case: parameters, why it exists, and its arrays (read-only numpy arrays; a
+    :class:`CaseArrays` when read from a vectors directory: the outputs read when asked)."""
 
     id: str
     protocol: str
@@ -128,14 +185,26 @@ def load_metadata(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def cases_from_metadata(meta: dict, arrays: dict[str, np.ndarray]) -> Iterator[GoldenCase]:
-    """Assemble the GoldenCase records of one group file from its metadata and npz arrays."""
+def cases_from_metadata(meta: dict, arrays: dict[str, np.ndarray], npz_path=None) -> Iterator[GoldenCase]:
+    """Assemble the GoldenCase records of one group file from its metadata and npz arrays. With
+    ``npz_path`` (the file the arrays came from), each case keeps its inputs and reads its outputs
+    from that file when asked (:class:`CaseArrays`)."""
     protocol = meta["protocol"]
     group = meta["group"]
+    outputs = _output_roles(protocol) if npz_path is not None else ()
     for test_group in meta["testGroups"]:
         for test in test_group["tests"]:
             params = dict(test_group["params"])
             params.update(test.get("params", {}))
+            keys = dict(test["arrays"].items())
+            lazy = {role: key for role, key in keys.items() if role in outputs}
+            if lazy:
+                for key in lazy.values():
+                    arrays[key]  # noqa: B018 - a missing member is a KeyError now, as before
+                case_arrays = CaseArrays({role: arrays[key] for role, key in keys.items() if role not in lazy},
+                                         tuple(lazy), _GroupOutputs(npz_path, lazy), order=tuple(keys))
+            else:
+                case_arrays = {role: arrays[key] for role, key in keys.items()}
             yield GoldenCase(
                 id=test["id"],
                 protocol=protocol,
@@ -143,7 +212,7 @@ def cases_from_metadata(meta: dict, arrays: dict[str, np.ndarray]) -> Iterator[G
                 params=params,
                 comment=test["comment"],
                 flags=list(test["flags"]),
-                arrays={role: arrays[key] for role, key in test["arrays"].items()},
+                arrays=case_arrays,
             )
 
 
@@ -153,7 +222,8 @@ def load_group(path: Path) -> Iterator[GoldenCase]:
     if Path(name).name != name or name in ("", ".", ".."):
         raise ValueError(f"{path.name}: arraysFile must be a file name in the same folder, got {name!r}")
     arrays = read_npz(path.parent / name)
-    return cases_from_metadata(meta, arrays)
+    # A list, not a generator holding every array of the group: only the inputs stay in memory.
+    return iter(list(cases_from_metadata(meta, arrays, path.parent / name)))
 
 
 def iter_cases(protocol: str | None = None, directory=None) -> Iterator[GoldenCase]:

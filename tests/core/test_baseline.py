@@ -240,7 +240,7 @@ def test_an_entry_longer_than_any_case_id_or_of_many_wildcards_is_a_usage_error(
 
 def test_a_chunk_of_long_globs_stays_small():
     # 256 globs of 8 wildcards in one regex took seconds to compile: chunks hold 8,192 characters.
-    known = baseline.parse("\n".join(f"*/" + "*a" * 7 + f"{i}" * 40 for i in range(1000)))
+    known = baseline.parse("\n".join("*/" + "*a" * 7 + f"{i}" * 40 for i in range(1000)))
     index = baseline._Index(known.entries)
     sizes = [sum(len(e.pattern) for e in c.entries) for chunks in index.chunks.values() for c in chunks]
     assert max(sizes) <= baseline.CHUNK_CHARS and sum(len(c) for c in index.chunks.values()) > 4

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import struct
 import textwrap
 
 import numpy as np
@@ -133,11 +134,13 @@ def test_a_crafted_return_value_runs_nothing_in_the_runner(tmp_path, monkeypatch
     with make_invoker(None, f"{tmp_path / 'hostile_wire.py'}:{name}", isolate=True, timeout=30,
                       preload=()) as inv:
         out = inv.call(torch.ones(2))
-        assert out.kind in ("raised", "crashed"), out
         if name == "returns_exploit":
-            assert "Exploit" in out.error and "cannot be sent back" in out.error
+            # sent back as an inert opaque value naming its type (issue 24), never unpickled
+            assert out.kind == "ok" and type(out.value) is wire.Opaque and out.value.type_name == "Exploit", out
+        else:
+            assert out.kind in ("raised", "crashed"), out
         again = inv.call(torch.ones(2))  # the runner goes on
-        assert again.kind in ("raised", "crashed")
+        assert again.kind in (("ok",) if name == "returns_exploit" else ("raised", "crashed"))
     assert not mark.exists()
 
 
@@ -195,3 +198,30 @@ def test_any_exception_while_decoding_is_a_wire_error(monkeypatch):
         monkeypatch.setattr(wire, "_dec_tensor", broken)
         with pytest.raises(wire.WireError):
             wire.loads(wire.dumps(torch.ones(2)))
+
+
+def test_values_that_cannot_be_sent_travel_as_inert_opaque_values():
+    # Issue 24: with opaque=True (the isolated process's results) a value that is not plain data
+    # is sent as its type name and the start of its repr, leaf by leaf; one whose reading raises
+    # (SystemExit included) says so. Nothing else is accepted for such a node.
+    import threading
+
+    class Boom(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            raise SystemExit(0)
+
+    with pytest.raises(TypeError):
+        wire.dumps((i for i in range(3)))
+    value = wire.loads(wire.dumps((torch.ones(2), (i for i in range(3)), threading.Lock()), opaque=True))
+    assert torch.equal(value[0], torch.ones(2))
+    assert [type(v) for v in value[1:]] == [wire.Opaque, wire.Opaque]
+    assert [wire.type_name(v) for v in value[1:]] == ["generator", "lock"]
+    assert wire.raised_inside(value) is None
+    boom = wire.loads(wire.dumps([torch.zeros(2).as_subclass(Boom)], opaque=True))
+    assert wire.raised_inside(boom) == "SystemExit: 0"
+    for bad in ({"type": 1, "text": "", "raised": None}, {"type": "x", "text": "y" * 5000, "raised": None},
+                {"type": "x", "text": "", "raised": 3}):
+        header = json.dumps({"o": bad}).encode()
+        with pytest.raises(wire.WireError):
+            wire.loads(struct.pack("<Q", len(header)) + header)
