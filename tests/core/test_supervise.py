@@ -228,6 +228,39 @@ def apply(x, positions, spec):
 """
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are a Linux feature")
+def test_a_helper_in_a_session_of_its_own_does_not_outlive_the_command(tmp_path):
+    """A double-forked helper in a session of its own leaves the grading process's group and is
+    reparented away from it: the `posref` process adopts it (child subreaper) and kills what is
+    left below it when the run ends (conformance/processes.py)."""
+    pid_file = tmp_path / "pid"
+    target = _adapter(tmp_path, f"""
+import os, subprocess, sys
+_started = []
+def apply(x, positions, spec):
+    if not _started:
+        helper = ("import os, time\\n"
+                  "if os.fork() == 0:\\n"
+                  "    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\\n"
+                  "    time.sleep(3600)\\n")
+        subprocess.run([sys.executable, "-c", helper], start_new_session=True, check=True)
+        _started.append(True)
+    return correct(x, positions, spec)
+""")
+    try:
+        code, _, err, _ = _posref([target, "--protocol", "rope.apply", "--cases", f"{SUBSET[:-1]}prefill-8",
+                                   "--dtype", "float32", "--no-fresh"], timeout=90)
+        assert code == 0, err
+        helper = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while not _gone(helper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(helper), "a helper in a session of its own outlived the posref command"
+    finally:
+        if pid_file.exists():
+            _kill(int(pid_file.read_text()))
+
+
 @pytest.mark.parametrize("how, body, extra", [
     ("in-process", STOP_IN_PROCESS, []),
     ("isolated", STOP_GRADING_PROCESS, ["--isolate"]),
