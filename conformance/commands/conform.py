@@ -92,6 +92,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--autocast", choices=("bfloat16", "float16"), metavar="DTYPE",
                    help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
                         "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")
+    debug = p.add_mutually_exclusive_group()
+    debug.add_argument("--pdb", dest="debug", action="store_const", const="pdb", default=None,
+                       help="on the first exception the adapter raises, open pdb's post-mortem in its "
+                            "frame, then go on (in-process only: not with --isolate)")
+    debug.add_argument("--raise", dest="debug", action="store_const", const="raise",
+                       help="re-raise the first exception the adapter raises, with its own traceback "
+                            "(in-process only: not with --isolate)")
     p.add_argument("--expected-failures", metavar="FILE",
                    help="a baseline of known failures, one per line: '<case id> [<dtype>]' (globs allowed), "
                         "a fresh kind ('rope.apply/fresh/shape-dim-* [float32]') or 'identity:<protocol>/<id> "
@@ -149,6 +156,7 @@ def run(args) -> int:
         shapes=args.shapes,
         grad=args.grad,
         autocast=args.autocast,
+        debug=args.debug,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_vectors_dir(args)
