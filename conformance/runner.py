@@ -333,7 +333,7 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
     if outcome.kind == "raised" and must_raise is None:
         result.traceback = outcome.where  # the user's file, line and frames (plain data)
         if opts.debug and outcome.exception is not None:
-            _debug(outcome.exception, opts)
+            _debug(outcome.exception, opts, invoker)
     elif outcome.kind != "ok" and outcome.kind != "unsupported":
         result.traceback = outcome.where
     if outcome.kind == "unsupported":
@@ -365,18 +365,26 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
     return result
 
 
-def _debug(exc: BaseException, opts: Options) -> None:
+# The exception --raise re-raised (conformance.supervise: an ordinary end, not a crash of the run).
+RERAISED: list = []
+
+
+def _debug(exc: BaseException, opts: Options, invoker) -> None:
     """--raise: re-raise the adapter's exception (its traceback still ends in the user's frame).
     --pdb: pdb.post_mortem on that traceback (the user's frame is the innermost), once: the run
-    then goes on."""
+    then goes on, and the time spent in pdb does not count toward --max-time."""
     if opts.debug == "raise":
+        RERAISED.append(exc)
         raise exc
     opts.debug = None  # the first exception only
     import pdb
 
     print(f"posref --pdb: the adapter raised {type(exc).__name__}; post-mortem in its frame "
-          "('c' or 'q' goes on with the run)", file=sys.stderr)
+          "('c' or 'q' goes on with the run)", file=sys.stderr, flush=True)
+    began = time.monotonic()
     pdb.post_mortem(exc.__traceback__)
+    if getattr(invoker, "deadline", None) is not None:  # conformance.guard.RunGuard
+        invoker.deadline += time.monotonic() - began
 
 
 def _grade_value(proto, case, spec, prepared, value, training, opts: Options, result, explanation) -> None:

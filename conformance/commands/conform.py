@@ -195,7 +195,10 @@ def _tell_supervisor(args, opts) -> None:
     process."""
     from conformance.supervise import emit
 
-    emit({"ev": "start", "timeout": opts.timeout, "max_time": opts.max_time, "isolate": bool(opts.isolate),
+    # Under --pdb the run waits on the person at the prompt: the supervisor's clock must not end it
+    # (the grading process's own --max-time leaves the time in pdb out, runner._debug).
+    max_time = None if opts.debug == "pdb" else opts.max_time
+    emit({"ev": "start", "timeout": opts.timeout, "max_time": max_time, "isolate": bool(opts.isolate),
           "json": args.json, "junit": args.junit, "markdown": args.markdown, "plot": args.plot,
           "write_expected_failures": args.write_expected_failures,
           "expected_failures": args.expected_failures, "verbosity": args.verbosity})
