@@ -210,9 +210,11 @@ def user_traceback(exc: BaseException) -> Optional[dict]:
     own = [i for i, f in enumerate(frames) if not _is_library(f[0], libs)]
     last = own[-1] if own else 0
     kept = frames[: last + 3]
-    lines = [_frame_line(*f) for f in kept]
-    if len(lines) > MAX_USER_FRAMES:
-        lines = lines[:1] + [f"... {len(lines) - MAX_USER_FRAMES + 1} frames left out"] + lines[-(MAX_USER_FRAMES - 2):]
+    if len(kept) > MAX_USER_FRAMES:  # a deep recursion: the entry, a count, then the innermost
+        lines = ([_frame_line(*kept[0]), f"... {len(kept) - (MAX_USER_FRAMES - 1)} frames left out"]
+                 + [_frame_line(*f) for f in kept[-(MAX_USER_FRAMES - 2):]])
+    else:
+        lines = [_frame_line(*f) for f in kept]
     filename, lineno, _ = frames[last]
     return {"file": printable(filename[:_MAX_FRAME_CHARS]), "line": int(lineno or 0), "frames": lines}
 

@@ -452,8 +452,16 @@ def _value_raised(case_id: str, label: str, exc: BaseException) -> CaseResult:
     """The verdict of a case whose returned value raised while posref used it (a tensor subclass
     whose __torch_function__ raises SystemExit, a number whose __float__ raises, a module whose
     posref_output property does): error, code raised. The run goes on."""
+    from conformance.isolation import user_traceback
+
     result = CaseResult(id=case_id, dtype=label, verdict="error")
     result.diagnoses.append(Diagnosis("raised", _raised_message(_fault_line(exc))))
+    try:
+        result.traceback = user_traceback(exc)  # the adapter's object's frame (its __float__, ...)
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a hostile frame; the message stands
+        result.traceback = None
     return result
 
 

@@ -156,3 +156,21 @@ def test_api_raise_propagates_the_adapters_exception(adapter):
         run_conformance(f"{path}:bias", "alibi.bias", cases=CASES, fresh=False, identities=False, debug="raise")
     assert info.traceback[-1].path == __import__("pathlib").Path(path)
     assert info.traceback[-1].lineno + 1 == line
+
+
+def test_a_deep_recursion_keeps_the_entry_and_the_innermost_frames(tmp_path):
+    from conformance.isolation import MAX_USER_FRAMES, user_traceback
+
+    path = tmp_path / "deep.py"
+    path.write_text("def down(n):\n    if n == 0:\n        raise ValueError('bottom')\n    return down(n - 1)\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    try:
+        namespace["down"](500)
+    except ValueError as exc:
+        tb = user_traceback(exc)
+    assert tb["file"] == str(path) and tb["line"] == 3
+    assert len(tb["frames"]) == MAX_USER_FRAMES
+    # this test's frame and 501 of down: the first and the last MAX_USER_FRAMES - 2 are shown
+    assert tb["frames"][1] == f"... {502 - (MAX_USER_FRAMES - 1)} frames left out"
+    assert tb["frames"][-1].endswith("in down: raise ValueError('bottom')")
