@@ -116,7 +116,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
         why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
         ratio = "" if c.budget_ratio is None else f", error/budget {fmt_float(c.budget_ratio)}"
         lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
-        lines += [f"      {text}" for text in failure_details(c)]
+        lines += [f"      {text}" for text in failure_details(c) + c.traceback_lines()]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")
     lines += [f"  identity {i.id} [{i.dtype}] {i.verdict}: {i.message}" for i in ids]

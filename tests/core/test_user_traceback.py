@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from conformance import run_conformance
+from conformance.api import failure_summary
 from conformance.errors import UsageError
 from conformance.pytest_cases import failure_message
 from conformance.reports import json_report, junit
@@ -90,6 +91,7 @@ def test_every_report_shows_where_the_adapter_raised(adapter):
     assert back.cases[0].traceback == report.cases[0].traceback
     assert where in junit.dumps(report)
     assert where in failure_message(report, _errors(report)[0])
+    assert where in failure_summary(report)  # assert_conforms's message
 
 
 def test_an_exceptions_own_numbers_are_never_merged_into_ranges(adapter):
