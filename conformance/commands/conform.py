@@ -166,8 +166,13 @@ def run(args) -> int:
     # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
     from conformance.reports.terminal import default_console
 
+    progress_console = None
+    if args.debug == "pdb":  # pdb's prompt has the terminal: no live progress bar redrawn over it
+        from rich.console import Console
+
+        progress_console = Console(stderr=True, force_terminal=False)
     reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None,
-                                verbosity=args.verbosity)
+                                progress_console=progress_console, verbosity=args.verbosity)
     try:
         report = run_grading(fn, opts, target=args.target, progress=_watched(reporter))
     except IntegrityError as exc:

@@ -5,6 +5,7 @@ gets a message saying so."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -176,3 +177,43 @@ def test_a_deep_recursion_keeps_the_entry_and_the_innermost_frames(tmp_path):
     # this test's frame and 501 of down: the first and the last MAX_USER_FRAMES - 2 are shown
     assert tb["frames"][1] == f"... {502 - (MAX_USER_FRAMES - 1)} frames left out"
     assert tb["frames"][-1].endswith("in down: raise ValueError('bottom')")
+
+
+def test_pdb_works_on_a_terminal_under_the_supervised_command(adapter):
+    """The grading process runs in a session of its own (conformance.supervise) with the terminal
+    inherited: pdb reads its commands from it, and no progress bar is drawn over the prompt."""
+    import pty
+    import select
+    import time
+
+    path, line = adapter
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", "conform", f"{path}:bias", "--protocol",
+                             "alibi.bias", "--cases", CASES, "--no-fresh", "--pdb"],
+                            stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, COLUMNS="80"))
+    os.close(slave)
+    seen, sent, deadline = b"", False, time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the other side closed: the run ended
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            if not sent and b"(Pdb) " in seen:
+                os.write(master, b"p heads.shape\nc\n")
+                sent = True
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert sent, text
+    assert f"> {path}({line})_scale()" in text
+    assert "torch.Size([" in text  # pdb evaluated the command typed at the terminal
+    assert "grading" not in text.split("(Pdb)")[0]  # no progress bar before the prompt
+    assert re.search(r"alibi.bias: 0 passed, \d+ errors", text)  # and the run went on to its report
