@@ -38,6 +38,7 @@ def run_conformance(
     shapes: str = "sample",
     grad: bool = False,
     autocast: Optional[str] = None,
+    debug: Optional[str] = None,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -55,6 +56,9 @@ def run_conformance(
     float64 reference backward, and run torch.autograd.gradcheck in float64 (protocols with a
     backward: those whose ``differentiable`` is True; `posref conform --help` lists them). autocast: "bfloat16" or "float16": call the adapter inside
     torch.autocast(device, dtype); an output arriving in that dtype is graded with its budget.
+    debug: "raise" re-raises the first exception the adapter raises while a case is graded (its
+    traceback ends in the adapter's own frame); "pdb" opens pdb.post_mortem on it, once, and the run
+    goes on. In-process only: with isolate=True it is an OptionError.
     """
     from conformance.loader import load_target
 
@@ -84,6 +88,7 @@ def run_conformance(
         shapes=shapes,
         grad=grad,
         autocast=autocast,
+        debug=debug,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 
@@ -111,7 +116,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
         why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
         ratio = "" if c.budget_ratio is None else f", error/budget {fmt_float(c.budget_ratio)}"
         lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
-        lines += [f"      {text}" for text in failure_details(c)]
+        lines += [f"      {text}" for text in failure_details(c) + c.traceback_lines()]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")
     lines += [f"  identity {i.id} [{i.dtype}] {i.verdict}: {i.message}" for i in ids]

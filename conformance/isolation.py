@@ -73,7 +73,7 @@ import time
 import traceback as _traceback
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from conformance import processes, wire
@@ -106,12 +106,18 @@ class Outcome:
     value      the returned object when kind == "ok" (else None)
     error      one line, e.g. "ZeroDivisionError: division by zero" ("" when ok)
     traceback  the formatted traceback (for crashes: faulthandler's dump when there is one)
+    where      the user's own frames, plain data (user_traceback): {"file", "line", "frames"}, or
+               None (ok, a crash, or no frame outside posref)
+    exception  the exception itself, in-process only (never sent across the process boundary):
+               what --raise / --pdb re-raise
     """
 
     kind: str
     value: Any = None
     error: str = ""
     traceback: str = ""
+    where: Optional[dict] = None
+    exception: Optional[BaseException] = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -144,6 +150,86 @@ def error_line(exc: BaseException) -> str:
     return printable(f"{name}: {first}" if first else name)
 
 
+# The user's traceback as reports show it: at most this many frames, each line at most this long.
+MAX_USER_FRAMES = 6
+_MAX_FRAME_CHARS = 300
+_MAX_WALKED_FRAMES = 100_000  # a traceback is a finite list; this only bounds the walk's time
+
+
+def _posref_dirs() -> tuple:
+    """The folders of posref's own packages (conformance/, reference/): frames there are not the user's."""
+    import reference
+
+    return tuple(os.path.join(os.path.dirname(os.path.abspath(m.__file__)), "")
+                 for m in (sys.modules[__name__.split(".")[0]], reference))
+
+
+def _library_dirs() -> tuple:
+    """The interpreter's and installed packages' folders (stdlib, site-packages: torch, numpy)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(sorted({os.path.join(os.path.abspath(paths[k]), "") for k in
+                         ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}))
+
+
+def _is_library(filename: str, libs: tuple) -> bool:
+    return (filename.startswith("<") or os.path.abspath(filename).startswith(libs)
+            or "site-packages" in filename or "dist-packages" in filename)
+
+
+def _frame_line(filename: str, lineno, name: str) -> str:
+    """'File "adapter.py", line 12, in rope: return q * cos' (printable, capped)."""
+    import linecache
+
+    code = linecache.getline(filename, lineno or 0).strip() if not filename.startswith("<") else ""
+    text = f'File "{filename}", line {lineno}, in {name}' + (f": {code}" if code else "")
+    if len(text) > _MAX_FRAME_CHARS:
+        text = text[: _MAX_FRAME_CHARS - 3] + "..."
+    return printable(text)
+
+
+def user_traceback(exc: BaseException) -> Optional[dict]:
+    """{"file", "line", "frames"}: where the user's code raised, as pytest shows it. posref's own
+    frames (conformance/, reference/) are dropped; "file"/"line" are the deepest frame outside posref
+    and the installed libraries (the adapter itself when every frame is a library's); "frames" are
+    the lines of the frames from the adapter's entry down to that one plus at most two library frames
+    below it (torch's), at most MAX_USER_FRAMES (the outermost kept, then the innermost). Plain
+    strings and ints only: it crosses the process boundary under --isolate. None without such a
+    frame. Reads only code objects and line numbers: no user code runs."""
+    ours, libs = _posref_dirs(), _library_dirs()
+    walked = []
+    tb = exc.__traceback__
+    while tb is not None and len(walked) < _MAX_WALKED_FRAMES:
+        code = tb.tb_frame.f_code
+        walked.append((str(code.co_filename), tb.tb_lineno, str(code.co_name)))
+        tb = tb.tb_next
+    frames = [f for f in walked if not os.path.abspath(f[0]).startswith(ours)]
+    if not frames:
+        return None
+    own = [i for i, f in enumerate(frames) if not _is_library(f[0], libs)]
+    last = own[-1] if own else 0
+    kept = frames[: last + 3]
+    if len(kept) > MAX_USER_FRAMES:  # a deep recursion: the entry, a count, then the innermost
+        lines = ([_frame_line(*kept[0]), f"... {len(kept) - (MAX_USER_FRAMES - 1)} frames left out"]
+                 + [_frame_line(*f) for f in kept[-(MAX_USER_FRAMES - 2):]])
+    else:
+        lines = [_frame_line(*f) for f in kept]
+    filename, lineno, _ = frames[last]
+    return {"file": printable(filename[:_MAX_FRAME_CHARS]), "line": int(lineno or 0), "frames": lines}
+
+
+def check_where(where) -> Optional[dict]:
+    """A user_traceback dict received from an isolated worker (untrusted), checked and capped; None
+    for anything else."""
+    if not (isinstance(where, dict) and isinstance(where.get("file"), str)
+            and isinstance(where.get("line"), int) and not isinstance(where.get("line"), bool)
+            and isinstance(where.get("frames"), list) and all(isinstance(f, str) for f in where["frames"])):
+        return None
+    frames = [printable(f[:_MAX_FRAME_CHARS]) for f in where["frames"][:MAX_USER_FRAMES]]
+    return {"file": printable(where["file"][:_MAX_FRAME_CHARS]), "line": where["line"], "frames": frames}
+
+
 def _outcome_from_exception(exc: BaseException) -> Outcome:
     """The Outcome of an exception the adapter (or an object it made) raised. Formatting it runs
     the adapter's code again (``__str__``, ``__repr__``): whatever that raises, SystemExit
@@ -161,7 +247,13 @@ def _outcome_from_exception(exc: BaseException) -> Outcome:
         raise
     except BaseException:  # noqa: BLE001
         tb = ""
-    return Outcome(kind, None, line, tb)
+    try:
+        where = user_traceback(exc)
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a frame with a hostile file name; the message stands
+        where = None
+    return Outcome(kind, None, line, tb, where, exc)
 
 
 def _plain_isinstance(obj, cls) -> bool:
@@ -1014,7 +1106,7 @@ def _reply_outcome(reply, args: tuple) -> Outcome:
     error, tb = reply.get("error") if kind else None, reply.get("traceback") if kind else None
     if kind not in KINDS or not isinstance(error, str) or not isinstance(tb, str):
         raise wire.WireError("unexpected reply")
-    return Outcome(kind, None, printable(error.splitlines()[0] if error else ""), tb)
+    return Outcome(kind, None, printable(error.splitlines()[0] if error else ""), tb, check_where(reply.get("where")))
 
 
 def _copy_back(args: tuple, mutated) -> None:
@@ -1371,7 +1463,8 @@ def _encode(outcome: Outcome, args: tuple, pristine: dict) -> bytes:
     from conformance.core.tensors import same_bits
 
     if outcome.kind != "ok":
-        return wire.dumps({"kind": outcome.kind, "error": outcome.error, "traceback": outcome.traceback})
+        return wire.dumps({"kind": outcome.kind, "error": outcome.error, "traceback": outcome.traceback,
+                           "where": outcome.where})
     # A top-level argument keeps its plain index (the format before nested paths); a nested tensor
     # goes back with its path.
     mutated = [(path[0] if len(path) == 1 else path, t) for path, (t, before) in pristine.items()

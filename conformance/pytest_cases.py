@@ -74,6 +74,7 @@ def failure_message(report, result) -> str:
         lines.append(f"error/budget {fmt_float(result.budget_ratio)} (max |error| "
                      f"{fmt_float(result.max_abs_error)}, profile {report.profile})")
     lines += failure_details(result)
+    lines += result.traceback_lines()  # where the adapter raised, in the user's code
     if result.repro:
         lines += ["repro:", result.repro]
     lines.append(f"posref {report.suite_version}, vectors {report.vectors_digest}")

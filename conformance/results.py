@@ -56,9 +56,20 @@ class CaseResult:
     # --grad: {"verdict", "budget_ratio", "inputs": {role: {"verdict", "budget_ratio",
     # "max_abs_error", "worst_index", "worst_location", "mismatch", "dtype"}}}; None without --grad.
     grad: Optional[dict] = None
+    # Where the adapter raised, in the user's own code: {"file", "line", "frames": [str]} (posref's
+    # frames left out, at most a few; isolation.user_traceback); None when it did not raise.
+    traceback: Optional[dict] = None
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries
+
+    def traceback_lines(self) -> list:
+        """["raised at FILE:LINE", "  File ..., line N, in name: code", ...] (every report prints
+        these the same way); [] when the adapter did not raise or no frame of the user's was found."""
+        tb = self.traceback
+        if not isinstance(tb, dict) or not tb.get("file"):
+            return []
+        return [f"raised at {tb['file']}:{tb.get('line')}"] + [f"  {f}" for f in tb.get("frames") or []]
 
     @classmethod
     def from_json(cls, data: dict) -> "CaseResult":

@@ -31,6 +31,7 @@ import dataclasses
 import fnmatch
 import re
 import shlex
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -80,6 +81,9 @@ class Options:
     shapes: str = "sample"  # "full": the whole shape matrix of the fresh cases (reference.golden.fresh)
     grad: bool = False  # also grade each differentiable input's gradient (conformance.training)
     autocast: Optional[str] = None  # run the adapter inside torch.autocast(device, this dtype)
+    # "raise": re-raise the first exception the adapter raises while a case is graded, with its own
+    # traceback; "pdb": open pdb.post_mortem on it, then go on. In-process only (not with isolate).
+    debug: Optional[str] = None
 
 
 def check_options(opts: Options) -> Options:
@@ -95,6 +99,10 @@ def check_options(opts: Options) -> Options:
         if d not in tolerance.DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(tolerance.DTYPES)}, got {d!r}")
     opts.dtypes = dtypes
+    if opts.debug not in (None, "raise", "pdb"):
+        raise OptionError(f"debug must be None, 'raise' or 'pdb', got {opts.debug!r}")
+    if opts.debug and opts.isolate:
+        raise OptionError(f"--{opts.debug} debugs the adapter in this process: it cannot be used with --isolate")
     if opts.profile not in tolerance.PROFILES:
         raise OptionError(f"profile must be one of {', '.join(tolerance.PROFILES)}, got {opts.profile!r}")
     kind, colon, index = str(opts.device).partition(":")
@@ -322,6 +330,12 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
     else:
         outcome = invoker.call(*prepared.args)
     must_raise = proto.expected_error(case, spec)
+    if outcome.kind == "raised" and must_raise is None:
+        result.traceback = outcome.where  # the user's file, line and frames (plain data)
+        if opts.debug and outcome.exception is not None:
+            _debug(outcome.exception, opts, invoker)
+    elif outcome.kind != "ok" and outcome.kind != "unsupported":
+        result.traceback = outcome.where
     if outcome.kind == "unsupported":
         result.verdict = "skip"
         reason = str(outcome.error or "")
@@ -349,6 +363,28 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
     result.repro = repro_snippet(case.id, result.dtype, opts, target)
     result.duration_s = time.perf_counter() - start
     return result
+
+
+# The exception --raise re-raised (conformance.supervise: an ordinary end, not a crash of the run).
+RERAISED: list = []
+
+
+def _debug(exc: BaseException, opts: Options, invoker) -> None:
+    """--raise: re-raise the adapter's exception (its traceback still ends in the user's frame).
+    --pdb: pdb.post_mortem on that traceback (the user's frame is the innermost), once: the run
+    then goes on, and the time spent in pdb does not count toward --max-time."""
+    if opts.debug == "raise":
+        RERAISED.append(exc)
+        raise exc
+    opts.debug = None  # the first exception only
+    import pdb
+
+    print(f"posref --pdb: the adapter raised {type(exc).__name__}; post-mortem in its frame "
+          "('c' or 'q' goes on with the run)", file=sys.stderr, flush=True)
+    began = time.monotonic()
+    pdb.post_mortem(exc.__traceback__)
+    if getattr(invoker, "deadline", None) is not None:  # conformance.guard.RunGuard
+        invoker.deadline += time.monotonic() - began
 
 
 def _grade_value(proto, case, spec, prepared, value, training, opts: Options, result, explanation) -> None:
@@ -416,8 +452,16 @@ def _value_raised(case_id: str, label: str, exc: BaseException) -> CaseResult:
     """The verdict of a case whose returned value raised while posref used it (a tensor subclass
     whose __torch_function__ raises SystemExit, a number whose __float__ raises, a module whose
     posref_output property does): error, code raised. The run goes on."""
+    from conformance.isolation import user_traceback
+
     result = CaseResult(id=case_id, dtype=label, verdict="error")
     result.diagnoses.append(Diagnosis("raised", _raised_message(_fault_line(exc))))
+    try:
+        result.traceback = user_traceback(exc)  # the adapter's object's frame (its __float__, ...)
+    except RealInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - a hostile frame; the message stands
+        result.traceback = None
     return result
 
 

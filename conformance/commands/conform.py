@@ -92,6 +92,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--autocast", choices=("bfloat16", "float16"), metavar="DTYPE",
                    help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
                         "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")
+    debug = p.add_mutually_exclusive_group()
+    debug.add_argument("--pdb", dest="debug", action="store_const", const="pdb", default=None,
+                       help="on the first exception the adapter raises, open pdb's post-mortem in its "
+                            "frame, then go on (in-process only: not with --isolate)")
+    debug.add_argument("--raise", dest="debug", action="store_const", const="raise",
+                       help="re-raise the first exception the adapter raises, with its own traceback "
+                            "(in-process only: not with --isolate)")
     p.add_argument("--expected-failures", metavar="FILE",
                    help="a baseline of known failures, one per line: '<case id> [<dtype>]' (globs allowed), "
                         "a fresh kind ('rope.apply/fresh/shape-dim-* [float32]') or 'identity:<protocol>/<id> "
@@ -149,6 +156,7 @@ def run(args) -> int:
         shapes=args.shapes,
         grad=args.grad,
         autocast=args.autocast,
+        debug=args.debug,
     )
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_vectors_dir(args)
@@ -158,8 +166,13 @@ def run(args) -> int:
     # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
     from conformance.reports.terminal import default_console
 
+    progress_console = None
+    if args.debug == "pdb":  # pdb's prompt has the terminal: no live progress bar redrawn over it
+        from rich.console import Console
+
+        progress_console = Console(stderr=True, force_terminal=False)
     reporter = TerminalReporter(default_console(stderr=True) if args.json == "-" else None,
-                                verbosity=args.verbosity)
+                                progress_console=progress_console, verbosity=args.verbosity)
     try:
         report = run_grading(fn, opts, target=args.target, progress=_watched(reporter))
     except IntegrityError as exc:
@@ -187,7 +200,10 @@ def _tell_supervisor(args, opts) -> None:
     process."""
     from conformance.supervise import emit
 
-    emit({"ev": "start", "timeout": opts.timeout, "max_time": opts.max_time, "isolate": bool(opts.isolate),
+    # Under --pdb the run waits on the person at the prompt: the supervisor's clock must not end it
+    # (the grading process's own --max-time leaves the time in pdb out, runner._debug).
+    max_time = None if opts.debug == "pdb" else opts.max_time
+    emit({"ev": "start", "timeout": opts.timeout, "max_time": max_time, "isolate": bool(opts.isolate),
           "json": args.json, "junit": args.junit, "markdown": args.markdown, "plot": args.plot,
           "write_expected_failures": args.write_expected_failures,
           "expected_failures": args.expected_failures, "verbosity": args.verbosity})

@@ -52,6 +52,18 @@ def same_bits(a, b) -> bool:
         return bool(torch.equal(a, b))
 
 
+def not_a_tensor(value, what: str) -> str:
+    """The message for a returned value that is no torch.Tensor; a NumPy array (or scalar) is named
+    as one, with the fix: the grade compares torch tensors in the input's dtype and device, and
+    ``torch.from_numpy`` / ``torch.as_tensor`` make one without changing the values."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        kind = "a NumPy array" if isinstance(value, np.ndarray) else "a NumPy scalar"
+        shape = f" of shape {list(np.shape(value))}" if isinstance(value, np.ndarray) else ""
+        return (f"{what} is {kind}{shape} (dtype {value.dtype}), not a torch.Tensor: return "
+                "torch.from_numpy(x) or torch.as_tensor(x, dtype=<the input's dtype>, device=<its device>)")
+    return f"{what} is a {type_name(value)}, not a torch.Tensor"
+
+
 def check_tensor(value, what: str, shape, dtype: Optional[str], device: str):
     """Validate one returned tensor; returns (float64 numpy or None, problems, dtype name).
 
@@ -62,9 +74,7 @@ def check_tensor(value, what: str, shape, dtype: Optional[str], device: str):
 
     problems = []
     if not isinstance(value, torch.Tensor):
-        problems.append(
-            Diagnosis("shape-changed", f"{what} is a {type_name(value)}, not a torch.Tensor")
-        )
+        problems.append(Diagnosis("shape-changed", not_a_tensor(value, what)))
         return None, problems, None
     got = dtype_name(value.dtype)
     if tuple(value.shape) != tuple(shape):
@@ -164,7 +174,9 @@ def check_integer_tensor(value, what: str, shape) -> tuple[Optional[np.ndarray],
 
     if (not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shape) or value.is_floating_point()
             or value.is_complex() or value.dtype == torch.bool):
-        got = type_name(value) if not isinstance(value, torch.Tensor) else f"{value.dtype} {list(value.shape)}"
+        if not isinstance(value, torch.Tensor):
+            return None, [Diagnosis("shape-changed", not_a_tensor(value, what))]
+        got = f"{value.dtype} {list(value.shape)}"
         return None, [Diagnosis("shape-changed", f"{what} are {got}, expected integers of shape {list(shape)}")]
     return value.detach().to("cpu", torch.int64).numpy(), []
 

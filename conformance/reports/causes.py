@@ -5,6 +5,11 @@ of 500000", "... instead of 1000000"). Cases are grouped by their diagnosis code
 the messages that differ only in numbers (or quoted names) become one line with each number shown
 as a range ("instead of 500000 to 1000000") and each name as the list of names ("rope_type 'yarn',
 'ntk'"). Skipped cases are grouped the same way by their reason.
+
+Only posref's own templated messages are merged: an exception's own text (codes raised, crashed,
+timeout; an ``Unsupported`` reason) is kept verbatim and grouped by its exact text, since its numbers
+are the user's ("tensor a (2) must match ... at non-singleton dimension 4" must never read
+"tensor a (2 to 8) ... dimension 4 to 5").
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ from conformance.reports._common import case_ratio, codes, fmt_float, messages
 
 # A number not glued to a word or a single dot (a range "0..5" is two numbers), or a short quoted name.
 _NUMBER = re.compile(r"(?<!\w)(?<![^.]\.)[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?!\w|\.(?!\.))|'[^'\s]{1,40}'")
+
+# Diagnosis codes whose message is an exception's own text (isolation.KINDS other than ok), and the
+# prefix of a skip reason that is an Unsupported's own text (runner.grade_case).
+VERBATIM_CODES = frozenset({"raised", "crashed", "timeout"})
+_VERBATIM_PREFIX = "unsupported: "
 
 
 @dataclass
@@ -63,11 +73,15 @@ def template(message: str) -> tuple[str, list]:
     return _NUMBER.sub("{}", message.replace("{", "{{").replace("}", "}}")), numbers
 
 
-def merge(messages_: list) -> list:
+def merge(messages_: list, verbatim=None) -> list:
     """[(line, count)]: messages equal up to their numbers become one line with ranges, most
-    frequent first."""
+    frequent first. A message for which ``verbatim(text)`` is true (an exception's own text) is
+    grouped by its exact text only: its numbers are never merged."""
     groups: dict = {}
     for text in messages_:
+        if verbatim is not None and verbatim(text):
+            groups.setdefault((text, 0), []).append((text, []))
+            continue
         key, numbers = template(text)
         groups.setdefault((key, len(numbers)), []).append((text, numbers))
     merged = []
@@ -104,13 +118,16 @@ def failure_causes(cases, meanings: dict) -> list:
         meaning = "; ".join(meanings.get(k, "") for k in key if meanings.get(k)) or (
             "the output is over its error budget, and no known mistake explains it"
             if key == ("over-budget",) else "")
-        out.append(Cause(verdict, key, meaning, merge([_reason(c) for c in members]), members))
+        own_text = bool(VERBATIM_CODES.intersection(key))  # an exception's text: never merged
+        lines = merge([_reason(c) for c in members], (lambda _text: True) if own_text else None)
+        out.append(Cause(verdict, key, meaning, lines, members))
     return sorted(out, key=lambda g: (-len(g.cases), g.codes))
 
 
 def skip_reasons(cases) -> list:
     """[(reason with ranges, count)] of the skipped cases, the most frequent first."""
-    return merge([_reason(c) for c in cases if c.verdict == "skip"])
+    return merge([_reason(c) for c in cases if c.verdict == "skip"],
+                 lambda text: text.startswith(_VERBATIM_PREFIX))
 
 
 __all__ = ["Cause", "failure_causes", "merge", "skip_reasons", "template"]

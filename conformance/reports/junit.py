@@ -48,6 +48,7 @@ def _case_details(report, case) -> str:
     for code, msg in zip(codes(case.diagnoses), messages(case.diagnoses)):
         lines.append(f"{code}: {msg}")
     lines += failure_details(case)
+    lines += case.traceback_lines()  # where the adapter raised, in the user's code
     lines.extend(f"note: {n}" for n in case.notes)
     if case.repro:
         lines += ["", "reproduce:", case.repro]

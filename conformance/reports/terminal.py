@@ -265,11 +265,19 @@ def _case(out, c, *, detail: bool) -> None:
     out.add(f"cause: {case_reason(c)}", indent=6)
     for text in failure_details(c):
         out.add(text, indent=6)
+    _traceback(out, c)
     if c.repro.startswith("posref "):
         out.command(c.repro, indent=6)
     elif c.repro:  # Python, for an adapter given as a callable
         for line in c.repro.splitlines():
             out.add(line, indent=6, style="dim", wrap=False)
+
+
+def _traceback(out, c) -> None:
+    """Where the adapter raised, in the user's code (CaseResult.traceback_lines): the file and line
+    whole (a path is never broken), then the user's frames."""
+    for i, text in enumerate(c.traceback_lines()):
+        out.add(text.strip(), indent=6 if i == 0 else 8, style="" if i == 0 else "dim", wrap=i != 0)
 
 
 class _Lines:
