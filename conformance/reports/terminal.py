@@ -31,6 +31,7 @@ VERDICT_STYLES = {
 OVERALL_STYLES = {"pass": "bold green", "fail": "bold red", "skip": "bold yellow"}
 PIPE_WIDTH = 100
 PER_CAUSE = 3  # failing cases detailed per cause by default; -v shows every case, --json all of them
+SCREEN = 58  # lines the default report aims to fit in (more only when one case per cause needs it)
 MAX_MESSAGES = 4  # distinct messages shown per cause
 MAX_IDS = 6  # case ids listed per cause
 
@@ -228,21 +229,42 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
         for c in report.cases:
             _case(out, c, detail=c.verdict in ("fail", "error"))
     elif causes:
-        # A screenful: the worst few of each cause in detail, then how many more (issue 25).
         out.blank()
-        out.add(f"Failures: the {PER_CAUSE} worst of each cause (-v lists every case)", style="bold")
-        for cause in causes:
-            for c in cause.cases[:PER_CAUSE]:
-                # The cause's heading already says why when its cases share one message.
-                _case(out, c, detail=True, reason=len(cause.lines) > 1)
-            more = len(cause.cases) - PER_CAUSE
-            if more > 0:
-                out.add(f"... and {more} more failing with {', '.join(cause.codes)} (-v lists them all)",
-                        indent=2, style="dim")
+        out.add("Failures: the worst of each cause (-v lists every case)", style="bold")
+        _failures(out, causes)
     out.blank()
-    out.add(f"suite {report.suite_version}, vectors {report.vectors_digest}", style="dim")
+    # The whole digest, on one line at 80 columns (the suite version opens the verdict line).
+    out.add(f"vectors {report.vectors_digest}", style="dim")
     out.add(*closing, wrap=wrap_summary)
     return out.lines
+
+
+def _failures(out, causes) -> None:
+    """A screenful (issue 25): the worst case of each cause in detail, then its second and third
+    worst while the report stays within SCREEN lines, then how many more each cause has."""
+    blocks = []
+    for cause in causes:
+        mine = []
+        for c in cause.cases[:PER_CAUSE]:
+            block = _Lines(out.width)
+            # The cause's heading already says why when its cases share one message.
+            _case(block, c, detail=True, reason=len(cause.lines) > 1)
+            mine.append(block.lines)
+        blocks.append(mine)
+    shown = [1] * len(causes)  # the worst of each cause, always
+    tail = 3 + sum(len(cause.cases) > 1 for cause in causes)  # "... more" lines, the digest, the verdict
+    used = len(out.lines) + tail + sum(len(b[0]) for b in blocks)
+    for rank in range(1, PER_CAUSE):
+        for k, mine in enumerate(blocks):
+            if rank < len(mine) and shown[k] == rank and used + len(mine[rank]) <= SCREEN:
+                used += len(mine[rank])
+                shown[k] += 1
+    for cause, mine, n in zip(causes, blocks, shown):
+        for lines in mine[:n]:
+            out.lines.extend(lines)
+        if len(cause.cases) > n:
+            out.add(f"... and {len(cause.cases) - n} more failing with {', '.join(cause.codes)} "
+                    "(-v lists them all)", indent=2, style="dim")
 
 
 def _baseline(out, report) -> None:

@@ -195,6 +195,10 @@ def test_an_adapter_of_another_protocol_is_a_usage_error_before_grading(isolate,
     (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.apply", "--cases",
       "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
     (["vectors", "show", "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
+    # Issue 25: case is ignored first ("RoPE.apply" was answered with 'xpos.apply').
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "RoPE.apply"], "did you mean 'rope.apply'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "ALiBi.Bias"], "did you mean 'alibi.bias'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "Rope.aply"], "did you mean 'rope.apply'?"),
 ])
 def test_a_misspelled_name_gets_the_nearest_suggestion(args, suggestion, capsys):
     assert main(args) == 2
