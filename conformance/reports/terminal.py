@@ -171,7 +171,9 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
         # One line for a CI log: the summary and, when fresh cases were drawn, the seed that
         # repeats them (--seed N with a fresh id in --cases).
         seed = f"; --seed {report.seed}" if report.seed is not None else ""
-        return [(closing[0] + seed, closing[1])]
+        quiet = _Lines(max(int(width or 80), 40))
+        quiet.add(closing[0] + seed, closing[1], wrap=wrap_summary)
+        return quiet.lines
     out = _Lines(max(int(width or 80), 40))
     # The verdict line stays one line in a log (grep, CI); on a terminal narrower than it, it
     # wraps between words, so the terminal does not break it inside the digest (issue 25).

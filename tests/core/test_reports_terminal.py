@@ -260,6 +260,11 @@ def test_on_a_narrow_terminal_the_summary_wraps_between_words_never_inside_the_d
     assert f"vectors {DIGEST}" in lines  # the whole digest on a line of its own
     piped, _ = _run(sample_report(), width=80)
     assert piped.splitlines()[0] == SUMMARY
+    quiet = io.StringIO()  # -q on a terminal: the same words, wrapped between them
+    console = Console(file=quiet, width=80, force_terminal=True, color_system=None, highlight=False)
+    TerminalReporter(console, progress_console=Console(file=io.StringIO()), verbosity=-1).finish(sample_report())
+    assert " ".join(l.strip() for l in quiet.getvalue().splitlines()) == SUMMARY
+    assert max(len(l) for l in quiet.getvalue().splitlines()) <= 80
 
 
 def test_the_progress_bar_fits_an_80_column_terminal():
