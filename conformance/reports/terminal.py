@@ -32,6 +32,7 @@ OVERALL_STYLES = {"pass": "bold green", "fail": "bold red", "skip": "bold yellow
 PIPE_WIDTH = 100
 PER_CAUSE = 3  # failing cases detailed per cause by default; -v shows every case, --json all of them
 SCREEN = 58  # lines the default report aims to fit in (more only when one case per cause needs it)
+MAX_IDENTITIES = 4  # failing identities listed by default (one wrong shape fails them all)
 MAX_MESSAGES = 4  # distinct messages shown per cause
 MAX_IDS = 6  # case ids listed per cause
 
@@ -218,12 +219,15 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
     if report.identities:
         out.blank()
         out.add(f"black-box identities: {identity_counts(report.identities)}", style="bold")
-        for i in shown_ids:
+        more = len(shown_ids) - MAX_IDENTITIES if verbosity <= 0 else 0
+        for i in shown_ids[:MAX_IDENTITIES] if verbosity <= 0 else shown_ids:
             measured = f" (residual {fmt_float(i.residual)}, bound {fmt_float(i.bound)})" \
                 if i.residual is not None or i.bound is not None else ""
             out.add(f"{i.verdict.upper()} {i.id} [{i.dtype}]{measured}: "
                     f"{i.message or ', '.join(codes(i.diagnoses))}", indent=2,
                     style=VERDICT_STYLES.get(i.verdict, ""))
+        if more > 0:
+            out.add(f"... and {more} more failing identities (-v lists them all)", indent=2, style="dim")
 
     if verbosity > 0 and report.cases:
         out.blank()

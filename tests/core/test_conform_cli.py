@@ -339,7 +339,8 @@ def test_a_wrong_base_is_one_group_at_80_columns(capsys, monkeypatch):
         assert any(l.strip().startswith(label) for l in lines), label
 
 
-@pytest.mark.parametrize("example", ["position_offset", "dynamic_ntk_fixed_length", "output_deinterleaved"])
+@pytest.mark.parametrize("example", ["position_offset", "dynamic_ntk_fixed_length", "output_deinterleaved",
+                                     "shape_changed"])
 def test_a_single_cause_failure_fits_a_screen_at_80_columns(example, capsys, monkeypatch):
     """Issue 25: one buggy example printed 494 lines at 80 columns. By default the summary, the
     causes, then the worst failures of each cause and how many more (-v lists them all): under 60
@@ -351,8 +352,8 @@ def test_a_single_cause_failure_fits_a_screen_at_80_columns(example, capsys, mon
     assert len(lines) < 60, "\n".join(lines)
     groups = [l for l in lines if l.startswith("  FAIL ") and ":" in l.split()[1]]
     assert len(groups) == 1, groups  # one cause
-    more = [l for l in lines if l.startswith("  ... and ") and l.endswith("(-v lists them all)")]
-    assert len(more) == 1
+    more = [l for l in lines if l.startswith("  ... and ") and " more failing with " in l]
+    assert len(more) == 1 and more[0].endswith("(-v lists them all)")
     # wider only where one word (a path, an id: never broken) does not fit after its indent
     assert all(len(l) <= 80 or len(l.rstrip(" \\").split()) == 1 for l in lines[1:-1])
     assert any(l.startswith("vectors sha256:") and len(l.split(":")[1]) == 64 for l in lines)

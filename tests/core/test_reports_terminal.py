@@ -281,3 +281,19 @@ def test_the_progress_bar_fits_an_80_column_terminal():
     drawn = [l for l in re.split(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\n", err.getvalue()) if l.strip()]
     assert any("12 failing" in l and "…" in l for l in drawn)
     assert max(len(l) for l in drawn) <= 80
+
+
+def test_many_failing_identities_are_capped_by_default():
+    """One wrong output shape fails all 20 identities: four are listed, then how many more."""
+    from conformance.results import IdentityResult
+
+    r = passing_report()
+    r.identities = [IdentityResult(f"rope.apply/identity-{k}", "float32", "error",
+                                   message=f"output shape [2, 3, 6, 64] differs from the input's (check {k})")
+                    for k in range(20)]
+    lines = _run(r, width=80)[0].splitlines()
+    assert "black-box identities: 0 passed, 20 failed (20 with an error)" in lines
+    assert sum(l.startswith("  ERROR rope.apply/identity-") for l in lines) == 4
+    assert "  ... and 16 more failing identities (-v lists them all)" in lines
+    loud = _run(r, width=80, verbosity=1)[0].splitlines()
+    assert sum(l.startswith("  ERROR rope.apply/identity-") for l in loud) == 20
