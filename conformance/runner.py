@@ -737,6 +737,11 @@ def run(
     if drawn:
         report.notes.append(f"{drawn} fresh case(s) drawn at run time from seed {opts.seed} "
                             f"(--seed {opts.seed} draws them again)")
+    if proto.dtype_free and tuple(opts.dtypes) != DEFAULT_DTYPES:
+        # Said once rather than grading float32 silently under --dtype bfloat16 (issue 25).
+        report.notes.append(f"--dtype {','.join(opts.dtypes)} does not apply to {opts.protocol}: its adapter "
+                            "receives no tensor in a dtype, so each case is graded once, in the dtype of "
+                            "the output it returns")
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}

@@ -1,7 +1,7 @@
 """``posref identities [--family NAME] [--json FILE]``: check the references' identities.
 
-Prints one table row per identity (id, statement, residual, bound, verdict), grouped by family,
-and a closing summary line. Exit code 1 when any identity is ``failing`` (one that should hold
+Prints each identity (id, verdict, residual, bound, then its statement wrapped under the id),
+grouped by family, and a closing summary line. Exit code 1 when any identity is ``failing`` (one that should hold
 does not, or one violated by design turned out to hold), else 0; an unknown family is a usage
 error (exit 2). ``--json FILE`` writes a list of objects with keys id, family, statement,
 residual, bound, verdict (and ``error`` for a check that raised); a residual that is NaN or
@@ -83,29 +83,33 @@ def _number(value: float) -> str:
 
 
 def print_table(results, console=None) -> None:
+    """One entry per identity, grouped by family: "  id: verdict (residual R, bound B)" and the
+    statement wrapped under it, then the summary line. Lines, not a table: at 80 columns a table
+    squeezed the statement column to a few characters (issue 25); an id or a number is never
+    broken across lines."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
+
+    from conformance.reports.terminal import _Lines
 
     if console is None:
         console = Console()
         if not console.is_terminal and "COLUMNS" not in os.environ:
             console = Console(width=160)  # logs and pipes: keep each statement on one line
-    table = Table(title="posref identities", show_lines=False)
-    table.add_column("id", no_wrap=True)
-    table.add_column("statement")
-    table.add_column("residual", justify="right", no_wrap=True)
-    table.add_column("bound", justify="right", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
+    out = _Lines(max(int(console.width or 80), 40))
+    out.add("posref identities", style="bold")
     for i, r in enumerate(results):
+        if i == 0 or results[i - 1]["family"] != r["family"]:
+            out.blank()
+        out.add(f"{r['id']}: {r['verdict']} (residual {_number(r['residual'])}, bound {_number(r['bound'])})",
+                indent=2, style=_STYLES.get(r["verdict"], ""))
         statement = r["statement"] if not r.get("error") else f"{r['statement']} [error: {r['error']}]"
-        last_of_family = i + 1 == len(results) or results[i + 1]["family"] != r["family"]
-        # Text, not str: statements hold brackets such as x[perm] that rich would read as markup.
-        table.add_row(Text(r["id"]), Text(statement), _number(r["residual"]), _number(r["bound"]),
-                      Text(r["verdict"], style=_STYLES.get(r["verdict"], "")),
-                      end_section=last_of_family)
-    console.print(table)
+        out.add(statement, indent=6)
+    out.blank()
     counts = {v: sum(r["verdict"] == v for r in results) for v in _STYLES}
     summary = (f"{len(results)} identities: {counts['holds']} hold, "
                f"{counts['violated-by-design']} violated by design, {counts['failing']} failing")
-    console.print(Text(summary, style="bold red" if counts["failing"] else "bold green"))
+    out.add(summary, style="bold red" if counts["failing"] else "bold green")
+    for text, style in out.lines:
+        # Text, not str: statements hold brackets such as x[perm] that rich would read as markup.
+        console.print(Text(text, style=style), no_wrap=True, overflow="ignore", crop=False)

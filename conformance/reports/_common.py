@@ -47,6 +47,23 @@ def summary_line(report, *, digest_chars: Optional[int] = 16) -> str:
     )
 
 
+def identity_counts(identities) -> str:
+    """"22 passed, 2 failed, 1 skipped" for black-box identities: each verdict counted on its own
+    (a skipped identity is neither passed nor failed), zero counts left out but "0 passed"."""
+    counts: dict = {}
+    for i in identities:
+        key = "fail" if i.verdict == "error" else i.verdict
+        counts[key] = counts.get(key, 0) + 1
+    errors = sum(i.verdict == "error" for i in identities)
+    words = dict(_COUNT_WORDS)
+    parts = [f"{counts.get('pass', 0)} passed"]
+    for key in ("fail", "xfail", "skip"):
+        if counts.get(key):
+            parts.append(f"{counts[key]} {words[key]}" + (f" ({errors} with an error)" if key == "fail" and errors else ""))
+    parts += [f"{n} {v}" for v, n in counts.items() if v not in ("pass", "fail", "xfail", "skip")]
+    return ", ".join(parts)
+
+
 def short_digest(digest: str, chars: Optional[int] = 16) -> str:
     """"sha256:0123456789abcdef..." keeping the algorithm prefix and `chars` hex digits."""
     if chars is None or not digest:

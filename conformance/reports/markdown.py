@@ -1,9 +1,12 @@
 """``--markdown FILE``: a summary a reviewer pastes into a review or an issue.
 
-It cites what makes the verdict reproducible (suite version, the full vectors digest, target,
-environment), the counts, a table of failing cases and identities with their diagnoses, a block of
-citable ids (one per failing case, e.g. "posref 0.1.0 rope.apply/llama2-d128/decode-4095
-[bfloat16]": the table already says why), and the command that reproduces the first failure.
+It opens with the causes of the failures grouped by diagnosis code (as the terminal report does),
+the seed of the fresh cases and the run's notes; then it cites what makes the verdict
+reproducible (suite version, the full vectors digest, target, environment), the counts with a
+line saying what "acceptable" means, a table of failing cases and identities with their
+diagnoses, a block of citable ids (one per failing case, e.g. "posref 0.1.0
+rope.apply/llama2-d128/decode-4095 [bfloat16]": the table already says why), and the command that
+reproduces the first failure.
 A run with --grad adds the gradients' counts, a "gradient" column (verdict, error / budget, worst
 input) and a table of the failing gradients (input, mismatch, worst element); under --autocast the
 dtype the output arrived in is shown where it differs from the input dtype.
@@ -18,6 +21,9 @@ from conformance.reports._common import autocast_overview, case_reason, codes, f
     graded_gradients, messages, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
+MAX_MESSAGES = 4  # distinct messages shown per cause, as in the terminal report
+ACCEPTABLE = ("*acceptable*: within the standard error budget (the rounding the dtype allows) but over "
+              "the strict one; expected, not a bug.")
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -91,6 +97,13 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
 
     out = [f"## posref conformance: {report.protocol} — {overall}", ""]
     out += [f"`{summary_line(report, digest_chars=None)}`", ""]
+    # As the terminal: the causes first, then what repeats the run, then the tables (issue 25).
+    out += _causes(report)
+    if report.seed is not None:
+        out += [f"Fresh cases were drawn from seed {report.seed}: {_code(f'--seed {report.seed}')} "
+                "draws them again.", ""]
+    if report.notes:
+        out += [f"- Note: {_text(note)}" for note in report.notes] + [""]
     out += ["| | |", "|---|---|"]
     out.append(_row("Suite version", report.suite_version))
     out.append(_row("Vectors digest", _code(report.vectors_digest)))
@@ -102,11 +115,16 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out.append(_row("Environment", _environment(report.environment)))
     out.append("")
 
-    out += ["| pass | acceptable | fail | error | xfail | skip | identity failures |",
-            "|---:|---:|---:|---:|---:|---:|---:|"]
-    out.append(_row(*(summary[k] for k in ("pass", "acceptable", "fail", "error", "xfail", "skip",
-                                           "identity_failures"))))
+    # Identities counted passed, failed and skipped apart: a skipped one is neither (issue 25).
+    ids = {v: sum(i.verdict in vs for i in report.identities)
+           for v, vs in (("pass", ("pass",)), ("fail", ("fail", "error")), ("skip", ("skip",)))}
+    out += ["| pass | acceptable | fail | error | xfail | skip | identities passed | identities failed "
+            "| identities skipped |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out.append(_row(*(summary[k] for k in ("pass", "acceptable", "fail", "error", "xfail", "skip")),
+                    ids["pass"], ids["fail"], ids["skip"]))
     out.append("")
+    out += [ACCEPTABLE, ""]
     grads = graded_gradients(report)
     training = ([grad_overview(report)] if grads else []) + autocast_overview(report)
     if training:
@@ -183,6 +201,35 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
             out.append(f"- …and {len(skipped) - max_rows} more")
         out += ["", "</details>", ""]
     return "\n".join(out)
+
+
+def _causes(report) -> list:
+    """The failing cases grouped by diagnosis code, as the terminal report opens with them: one
+    bullet per cause (codes, count, dtypes, error / budget, what the codes mean) and its messages
+    with numbers as ranges."""
+    from conformance.core import registry
+    from conformance.reports.causes import failure_causes
+
+    causes = failure_causes([c for c in report.cases if not c.expected_failure], registry.codes())
+    if not causes:
+        return []
+    bad = sum(len(c.cases) for c in causes)
+    out = [f"### Causes ({bad} failing case{'s' if bad != 1 else ''}, by diagnosis code)", ""]
+    for cause in causes:
+        n = len(cause.cases)
+        head = f"**{cause.verdict.upper()} {_text(', '.join(cause.codes))}**: {n} case{'s' if n != 1 else ''} " \
+               f"({', '.join(cause.dtypes)})"
+        if cause.ratio_range():
+            head += f", error/budget {cause.ratio_range()}"
+        if cause.meaning:
+            head += f": {_text(cause.meaning)}"
+        out.append(f"- {head}")
+        for text, count in cause.lines[:MAX_MESSAGES]:
+            out.append(f"  - {_text(text)}" + (f" ({count} case{'s' if count != 1 else ''})"
+                                                if len(cause.lines) > 1 else ""))
+        if len(cause.lines) > MAX_MESSAGES:
+            out.append(f"  - …and {len(cause.lines) - MAX_MESSAGES} other messages")
+    return out + [""]
 
 
 def _grad_cell(case) -> str:

@@ -1,4 +1,4 @@
-"""``--plot FILE.png``: error and budget against position, one colour per dtype.
+"""``--plot FILE.png``: error and budget against position, one colour and marker per dtype.
 
 Reads ``CaseResult.curve = [[position, max_error, max_budget, max_ratio], ...]``. For each dtype
 the points of all its cases are merged per position (the largest error, budget and ratio seen
@@ -26,6 +26,12 @@ DTYPE_COLOURS = {
     "bfloat16": "#d62728",
 }
 _OTHER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+# One marker shape per dtype, drawn hollow, and the more precise dtype drawn on top (higher
+# zorder): float32's small errors sit under bfloat16's at the same positions, and filled markers
+# in one shape hid them (issue 25).
+DTYPE_MARKERS = {"float64": "D", "float32": "o", "float16": "^", "bfloat16": "s"}
+_OTHER_MARKERS = ("v", "P", "X", "*")
+DTYPE_ZORDER = {"float64": 6, "float32": 5, "float16": 4, "bfloat16": 3}
 
 
 def _as_float(v):
@@ -85,7 +91,7 @@ def _dtype_order(report, names):
     return order + sorted(n for n in names if n not in order)
 
 
-def _draw_series(ax, xs, ys, colour, label, style):
+def _draw_series(ax, xs, ys, colour, label, style, zorder=2):
     """Plot the positive finite part of ys on a log axis; return (number of zeros, x of non-finite)."""
     pts = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y) and y > 0]
     zero = sum(1 for y in ys if y == 0)
@@ -100,12 +106,18 @@ def _draw_series(ax, xs, ys, colour, label, style):
                 py.append(math.nan)
             px.append(x1)
             py.append(y1)
-        ax.plot(px, py, style, color=colour, label=label, markersize=4, linewidth=1.3)
+        ax.plot(px, py, style, color=colour, label=label, markersize=5, linewidth=1.3, alpha=0.85,
+                markerfacecolor="none", markeredgewidth=1.2, zorder=zorder)
     return zero, bad_x
 
 
 def render(report) -> bytes:
     """PNG bytes of the plot."""
+    return _png(figure(report))
+
+
+def figure(report):
+    """The matplotlib Figure (on an Agg canvas) that ``render`` saves."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -127,7 +139,7 @@ def render(report) -> bytes:
         fig.text(0.5, 0.40, summary_line(report), ha="center", va="center", fontsize=8,
                  wrap=True, parse_math=False)
         fig.suptitle(title, fontsize=10, parse_math=False)
-        return _png(fig)
+        return fig
 
     fig = Figure(figsize=(10, 7.5), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
@@ -138,9 +150,11 @@ def render(report) -> bytes:
     for i, dtype in enumerate(_dtype_order(report, data)):
         s = data[dtype]
         colour = DTYPE_COLOURS.get(dtype, _OTHER_COLOURS[i % len(_OTHER_COLOURS)])
-        zero, bad = _draw_series(ax_err, s["pos"], s["err"], colour, f"{dtype} error", "o-")
-        _draw_series(ax_err, s["pos"], s["budget"], colour, None, "_--")
-        _, bad_ratio = _draw_series(ax_ratio, s["pos"], s["ratio"], colour, dtype, "o-")
+        marker = DTYPE_MARKERS.get(dtype, _OTHER_MARKERS[i % len(_OTHER_MARKERS)])
+        z = DTYPE_ZORDER.get(dtype, 2)
+        zero, bad = _draw_series(ax_err, s["pos"], s["err"], colour, f"{dtype} error", f"{marker}-", z)
+        _draw_series(ax_err, s["pos"], s["budget"], colour, None, "_--", z)
+        _, bad_ratio = _draw_series(ax_ratio, s["pos"], s["ratio"], colour, dtype, f"{marker}-", z)
         over = [(x, y) for x, y in zip(s["pos"], s["ratio"]) if y is not None and math.isfinite(y) and y > 1.0]
         if over:
             ax_ratio.plot([x for x, _ in over], [y for _, y in over], "o", markersize=10, markerfacecolor="none",
@@ -194,7 +208,7 @@ def render(report) -> bytes:
     fig.suptitle(title, fontsize=11, parse_math=False)
     footer = summary_line(report) + ("\n" + "; ".join(notes) if notes else "")
     fig.supxlabel(footer, fontsize=7, color="#444444", parse_math=False)
-    return _png(fig)
+    return fig
 
 
 def _png(fig) -> bytes:

@@ -18,7 +18,7 @@ import os
 import sys
 
 from conformance.reports._common import autocast_overview, case_reason, codes, failure_details, fmt_float, \
-    grad_overview, grad_summary, output_dtype_note, summary_line
+    grad_overview, grad_summary, identity_counts, output_dtype_note, summary_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -30,7 +30,9 @@ VERDICT_STYLES = {
 }
 OVERALL_STYLES = {"pass": "bold green", "fail": "bold red", "skip": "bold yellow"}
 PIPE_WIDTH = 100
-MAX_FAILURES = 50  # failing cases detailed by default; -v shows every case, --json all of them
+PER_CAUSE = 3  # failing cases detailed per cause by default; -v shows every case, --json all of them
+SCREEN = 58  # lines the default report aims to fit in (more only when one case per cause needs it)
+MAX_IDENTITIES = 4  # failing identities listed by default (one wrong shape fails them all)
 MAX_MESSAGES = 4  # distinct messages shown per cause
 MAX_IDS = 6  # case ids listed per cause
 
@@ -73,6 +75,7 @@ class TerminalReporter:
     def start(self, total: int) -> None:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
                                    TextColumn, TimeElapsedColumn)
+        from rich.table import Column
 
         self.close()
         console = self._progress_console or default_console(stderr=True)
@@ -80,30 +83,48 @@ class TerminalReporter:
         if not console.is_terminal:
             # A transient bar on a pipe would draw nothing but still print a stray newline.
             return
+        # One line however narrow the terminal: the bar shrinks to what is left, and the case id
+        # (the only long field) is cut with an ellipsis rather than wrapped onto a second line,
+        # which a transient bar would leave behind on every refresh (issue 25).
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("grading"),
-            BarColumn(),
+            BarColumn(bar_width=self._bar_width(console.width)),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[bad]}"),
-            TextColumn("{task.fields[case]}", markup=False),
+            TextColumn("{task.fields[bad]}", table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[case]}", markup=False, table_column=Column(no_wrap=True)),
             console=console,
             transient=True,
         )
         self._progress.start()
         self._task = self._progress.add_task("grading", total=max(int(total), 0), bad="", case="")
+        self._width, self._total = console.width, max(int(total), 0)
+
+    @staticmethod
+    def _bar_width(width: int) -> int:
+        return max(min(width // 4, 40), 5)
+
+    def _case_field(self, text: str, bad: str) -> str:
+        """The case id cut (with an ellipsis) to what the line leaves it: spinner, "grading", the
+        bar, "N/N", the elapsed time, "N failing" and a space between columns."""
+        used = 1 + 7 + self._bar_width(self._width) + 2 * len(str(self._total)) + 1 + 7 + len(bad) + 6 + 1
+        room = self._width - used
+        if len(text) <= room:
+            return text
+        return text[: max(room - 1, 0)] + "…" if room > 0 else ""
 
     def advance(self, result) -> None:
         if self._progress is None:
             return
         if result.verdict in ("fail", "error"):
             self._bad += 1
+        bad = f"{self._bad} failing" if self._bad else ""
         self._progress.update(
             self._task,
             advance=1,
-            bad=f"[red]{self._bad} failing[/red]" if self._bad else "",
-            case=f"{result.id} [{result.dtype}]",
+            bad=f"[red]{bad}[/red]" if bad else "",
+            case=self._case_field(f"{result.id} [{result.dtype}]", bad),
         )
 
     def close(self) -> None:
@@ -126,7 +147,8 @@ class TerminalReporter:
         from rich.text import Text
 
         self.close()
-        lines = report_lines(report, verbosity=self.verbosity, width=self.console.width)
+        lines = report_lines(report, verbosity=self.verbosity, width=self.console.width,
+                             wrap_summary=self.console.is_terminal)
         for text, style in lines:
             # Lines are wrapped here (report_lines); rich must neither wrap nor cut them again.
             self.console.print(Text(text, style=style), no_wrap=True, overflow="ignore", crop=False)
@@ -136,7 +158,7 @@ class TerminalReporter:
 # The lines of the final report (plain text and a style each), wrapped to the width
 
 
-def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
+def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: bool = False) -> list:
     """[(text, style)]: the summary line; then (verbosity >= 0) the target, the causes of the
     failures grouped by code, skip reasons and acceptable results once each with their counts,
     failing identities, the probe and notes; then the failing cases (every case with -v), each
@@ -150,9 +172,13 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
         # One line for a CI log: the summary and, when fresh cases were drawn, the seed that
         # repeats them (--seed N with a fresh id in --cases).
         seed = f"; --seed {report.seed}" if report.seed is not None else ""
-        return [(closing[0] + seed, closing[1])]
+        quiet = _Lines(max(int(width or 80), 40))
+        quiet.add(closing[0] + seed, closing[1], wrap=wrap_summary)
+        return quiet.lines
     out = _Lines(max(int(width or 80), 40))
-    out.add(*closing, wrap=False)  # the verdict line stays one line, for grep and CI logs
+    # The verdict line stays one line in a log (grep, CI); on a terminal narrower than it, it
+    # wraps between words, so the terminal does not break it inside the digest (issue 25).
+    out.add(*closing, wrap=wrap_summary)
     out.add(f"target {report.target}, profile {report.profile}" +
             (f"; {report.probe.get('summary')}" if report.probe and report.probe.get("summary") else ""),
             indent=2)
@@ -170,7 +196,7 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
         out.blank()
         out.add(f"Causes ({bad} failing case{'s' if bad != 1 else ''}, by diagnosis code):", style="bold")
         for cause in causes:
-            _cause(out, cause)
+            _cause(out, cause, ids=verbosity > 0)
     _baseline(out, report)
     acceptable = [c for c in report.cases if c.verdict == "acceptable"]
     skipped = [c for c in report.cases if c.verdict == "skip"]
@@ -192,28 +218,59 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80) -> list:
     shown_ids = report.identities if verbosity > 0 else bad_ids
     if report.identities:
         out.blank()
-        passed = sum(i.verdict == "pass" for i in report.identities)
-        out.add(f"black-box identities: {passed} of {len(report.identities)} passed", style="bold")
-        for i in shown_ids:
+        out.add(f"black-box identities: {identity_counts(report.identities)}", style="bold")
+        more = len(shown_ids) - MAX_IDENTITIES if verbosity <= 0 else 0
+        for i in shown_ids[:MAX_IDENTITIES] if verbosity <= 0 else shown_ids:
             measured = f" (residual {fmt_float(i.residual)}, bound {fmt_float(i.bound)})" \
                 if i.residual is not None or i.bound is not None else ""
             out.add(f"{i.verdict.upper()} {i.id} [{i.dtype}]{measured}: "
                     f"{i.message or ', '.join(codes(i.diagnoses))}", indent=2,
                     style=VERDICT_STYLES.get(i.verdict, ""))
+        if more > 0:
+            out.add(f"... and {more} more failing identities (-v lists them all)", indent=2, style="dim")
 
-    listed = report.cases if verbosity > 0 else [c for c in unexpected if c.verdict in ("fail", "error")]
-    if listed:
+    if verbosity > 0 and report.cases:
         out.blank()
-        out.add("Cases:" if verbosity > 0 else "Failures:", style="bold")
-        for c in listed[: None if verbosity > 0 else MAX_FAILURES]:
+        out.add("Cases:", style="bold")
+        for c in report.cases:
             _case(out, c, detail=c.verdict in ("fail", "error"))
-        if len(listed) > MAX_FAILURES and verbosity <= 0:
-            out.add(f"... and {len(listed) - MAX_FAILURES} more failing cases (-v lists every case; "
-                    "--json has them all)", indent=2)
+    elif causes:
+        out.blank()
+        out.add("Failures: the worst of each cause (-v lists every case)", style="bold")
+        _failures(out, causes)
     out.blank()
-    out.add(f"suite {report.suite_version}, vectors {report.vectors_digest}", style="dim")
-    out.add(*closing, wrap=False)
+    # The whole digest, on one line at 80 columns (the suite version opens the verdict line).
+    out.add(f"vectors {report.vectors_digest}", style="dim")
+    out.add(*closing, wrap=wrap_summary)
     return out.lines
+
+
+def _failures(out, causes) -> None:
+    """A screenful (issue 25): the worst case of each cause in detail, then its second and third
+    worst while the report stays within SCREEN lines, then how many more each cause has."""
+    blocks = []
+    for cause in causes:
+        mine = []
+        for c in cause.cases[:PER_CAUSE]:
+            block = _Lines(out.width)
+            # The cause's heading already says why when its cases share one message.
+            _case(block, c, detail=True, reason=len(cause.lines) > 1)
+            mine.append(block.lines)
+        blocks.append(mine)
+    shown = [1] * len(causes)  # the worst of each cause, always
+    tail = 3 + sum(len(cause.cases) > 1 for cause in causes)  # "... more" lines, the digest, the verdict
+    used = len(out.lines) + tail + sum(len(b[0]) for b in blocks)
+    for rank in range(1, PER_CAUSE):
+        for k, mine in enumerate(blocks):
+            if rank < len(mine) and shown[k] == rank and used + len(mine[rank]) <= SCREEN:
+                used += len(mine[rank])
+                shown[k] += 1
+    for cause, mine, n in zip(causes, blocks, shown):
+        for lines in mine[:n]:
+            out.lines.extend(lines)
+        if len(cause.cases) > n:
+            out.add(f"... and {len(cause.cases) - n} more failing with {', '.join(cause.codes)} "
+                    "(-v lists them all)", indent=2, style="dim")
 
 
 def _baseline(out, report) -> None:
@@ -232,7 +289,7 @@ def _baseline(out, report) -> None:
                 "case: " + ", ".join(base["stale"][:MAX_IDS]), indent=2, style="dim")
 
 
-def _cause(out, cause) -> None:
+def _cause(out, cause, *, ids: bool = True) -> None:
     n = len(cause.cases)
     head = f"{cause.verdict.upper()} {', '.join(cause.codes)}: {n} case{'s' if n != 1 else ''}"
     head += f" ({', '.join(cause.dtypes)})"
@@ -245,12 +302,14 @@ def _cause(out, cause) -> None:
         out.add(f"{text}" + (f" ({count} case{'s' if count != 1 else ''})" if len(cause.lines) > 1 else ""), indent=6)
     if len(cause.lines) > MAX_MESSAGES:
         out.add(f"... and {len(cause.lines) - MAX_MESSAGES} other messages", indent=6)
-    ids = [f"{c.id} [{c.dtype}]" for c in cause.cases]
-    more = f", and {len(ids) - MAX_IDS} more" if len(ids) > MAX_IDS else ""
-    out.add("cases: " + ", ".join(ids[:MAX_IDS]) + more, indent=6, style="dim")
+    if not ids:  # the default report details the worst cases of each cause under Failures
+        return
+    names = [f"{c.id} [{c.dtype}]" for c in cause.cases]
+    more = f", and {len(names) - MAX_IDS} more" if len(names) > MAX_IDS else ""
+    out.add("cases: " + ", ".join(names[:MAX_IDS]) + more, indent=6, style="dim")
 
 
-def _case(out, c, *, detail: bool) -> None:
+def _case(out, c, *, detail: bool, reason: bool = True) -> None:
     ratio = "" if c.budget_ratio is None else f"  error/budget {fmt_float(c.budget_ratio)}"
     # Under --grad / --autocast: the gradient's verdict and ratio, the dtype the output came in.
     grad = grad_summary(c)
@@ -262,7 +321,8 @@ def _case(out, c, *, detail: bool) -> None:
             style=VERDICT_STYLES.get(c.verdict, ""))
     if not detail:
         return
-    out.add(f"cause: {case_reason(c)}", indent=6)
+    if reason:
+        out.add(f"cause: {case_reason(c)}", indent=6)
     for text in failure_details(c):
         out.add(text, indent=6)
     _traceback(out, c)

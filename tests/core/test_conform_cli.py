@@ -195,6 +195,10 @@ def test_an_adapter_of_another_protocol_is_a_usage_error_before_grading(isolate,
     (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "rope.apply", "--cases",
       "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
     (["vectors", "show", "rope.apply/llama2-d128/decode-4096"], "did you mean 'rope.apply/llama2-d128/decode-4095'?"),
+    # Issue 25: case is ignored first ("RoPE.apply" was answered with 'xpos.apply').
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "RoPE.apply"], "did you mean 'rope.apply'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "ALiBi.Bias"], "did you mean 'alibi.bias'?"),
+    (["conform", "examples/rope/hf_rotate_half.py:apply", "--protocol", "Rope.aply"], "did you mean 'rope.apply'?"),
 ])
 def test_a_misspelled_name_gets_the_nearest_suggestion(args, suggestion, capsys):
     assert main(args) == 2
@@ -333,3 +337,39 @@ def test_a_wrong_base_is_one_group_at_80_columns(capsys, monkeypatch):
     assert max(len(l) for l in lines[1:-1]) <= 80
     for label in ("mismatched: ", "worst: batch row ", "first failing position: ", "$ posref conform "):
         assert any(l.strip().startswith(label) for l in lines), label
+
+
+@pytest.mark.parametrize("example", ["position_offset", "dynamic_ntk_fixed_length", "output_deinterleaved",
+                                     "shape_changed"])
+def test_a_single_cause_failure_fits_a_screen_at_80_columns(example, capsys, monkeypatch):
+    """Issue 25: one buggy example printed 494 lines at 80 columns. By default the summary, the
+    causes, then the worst failures of each cause and how many more (-v lists them all): under 60
+    lines, none wider than 80 columns, no line broken inside the digest."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert conform(str(ROOT / f"examples/rope/buggy/{example}.py:apply"), "--protocol", "rope.apply",
+                   "--seed", "1") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) < 60, "\n".join(lines)
+    groups = [l for l in lines if l.startswith("  FAIL ") and ":" in l.split()[1]]
+    assert len(groups) == 1, groups  # one cause
+    more = [l for l in lines if l.startswith("  ... and ") and " more failing with " in l]
+    assert len(more) == 1 and more[0].endswith("(-v lists them all)")
+    # wider only where one word (a path, an id: never broken) does not fit after its indent
+    assert all(len(l) <= 80 or len(l.rstrip(" \\").split()) == 1 for l in lines[1:-1])
+    assert any(l.startswith("vectors sha256:") and len(l.split(":")[1]) == 64 for l in lines)
+
+
+def test_dtype_on_a_dtype_free_protocol_is_said_once(tmp_path, capsys, monkeypatch):
+    """Issue 25: --dtype bfloat16 on alibi.bias (its adapter gets no tensor in a dtype) graded
+    float32 without a word. It says so once: a report note and one terminal note."""
+    monkeypatch.setenv("COLUMNS", "200")
+    out_json = tmp_path / "r.json"
+    assert conform(str(ROOT / "examples/alibi/fairseq_style.py:bias"), "--protocol", "alibi.bias", "--dtype",
+                   "bfloat16", "--json", str(out_json)) == 0
+    out = capsys.readouterr().out
+    says = "--dtype bfloat16 does not apply to alibi.bias"
+    assert sum(says in l for l in out.splitlines()) == 1
+    assert sum(says in n for n in json.loads(out_json.read_text())["notes"]) == 1
+    assert conform(str(ROOT / "examples/alibi/fairseq_style.py:bias"), "--protocol", "alibi.bias", "-q") == 0
+    assert conform(str(ROOT / "examples/alibi/fairseq_style.py:bias"), "--protocol", "alibi.bias") == 0
+    assert "does not apply" not in capsys.readouterr().out  # the default dtypes: nothing to say

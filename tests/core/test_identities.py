@@ -226,3 +226,33 @@ def test_statements_with_brackets_are_printed_verbatim(monkeypatch, capsys):
     assert cli.main(["identities", "--family", "tmpmarkup"]) == 0
     assert "f(x[perm]) = f(x)[perm] [bold]" in capsys.readouterr().out
 
+
+
+def test_at_80_columns_the_statement_wraps_under_the_id(monkeypatch):
+    """Issue 25: at 80 columns the table squeezed the statement column to 4 characters (509
+    lines for 25 identities). Each identity is its id line, then its statement wrapped under it."""
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from conformance.commands.identities import print_table
+
+    statement = ("causal attention with a KERPLE (log, power) or T5 bias is unchanged when every "
+                 "position shifts by the same amount (shift 100, 6 tokens) x[perm]")
+    _temp(monkeypatch, "tmpwide.a-rather-long-identity-name-that-is-one-word", 1.25e-16, bound=7e-15)
+    name = "tmpwide.a-rather-long-identity-name-that-is-one-word"
+    monkeypatch.setitem(identities.REGISTRY, name, dataclasses.replace(identities.REGISTRY[name], statement=statement))
+    _temp(monkeypatch, "tmpwide.b", 0.5, bound=1e-9, expect="violated-by-design")
+    out = io.StringIO()
+    print_table(run_identities("tmpwide"), Console(file=out, width=80, highlight=False))
+    lines = out.getvalue().splitlines()
+    assert max(len(l) for l in lines) <= 80
+    first = lines.index("  tmpwide.a-rather-long-identity-name-that-is-one-word: holds (residual")
+    assert lines[first + 1] == "    1.25e-16, bound 7e-15)"  # the id and each number stay whole
+    assert lines[first + 2].startswith("      causal attention with")
+    assert lines[first + 3].startswith("        ")  # a hanging indent under the statement's start
+    assert " ".join(l.strip() for l in lines[first + 2:first + 4]) == statement
+    assert "  tmpwide.b: violated-by-design (residual 0.5, bound 1e-09)" in lines
+    assert lines[-1] == "2 identities: 1 hold, 1 violated by design, 0 failing"
+    assert len(lines) <= 12

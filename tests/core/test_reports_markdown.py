@@ -26,7 +26,8 @@ def test_header_cites_version_digest_target_environment(tmp_path):
     assert f"| Vectors digest | `{DIGEST}` |" in text  # the full digest, not an abbreviation
     assert "`examples/rope_buggy.py:apply_offset`" in text
     assert "torch 2.13.0+cpu" in text and "device cpu" in text
-    assert "| 2 | 1 | 2 | 1 | 0 | 1 | 1 |" in text  # pass acceptable fail error xfail skip identities
+    # pass acceptable fail error xfail skip; identities passed, failed, skipped
+    assert "| 2 | 1 | 2 | 1 | 0 | 1 | 1 | 1 | 1 |" in text
 
 
 def test_failing_cases_table_and_citations():
@@ -72,3 +73,35 @@ def test_long_failure_lists_are_capped():
     text = markdown.render(r, max_rows=10)
     assert len(_table_rows(text, "| case |")) == 10
     assert "…and 50 more (see the JSON report)." in text
+
+
+def test_the_causes_come_first_then_the_seed_acceptable_explained_then_the_tables():
+    """Issue 25: a PR comment opens with the causes as the terminal does, carries the seed of the
+    fresh cases and a line saying what "acceptable" means, then the tables."""
+    r = sample_report(seed=1234, notes=["--dtype bfloat16 does not apply to alibi.bias: graded once"])
+    lines = markdown.render(r).splitlines()
+    causes = lines.index("### Causes (3 failing cases, by diagnosis code)")
+    table = next(i for i, l in enumerate(lines) if l.startswith("| Suite version |"))
+    assert 2 < causes < table
+    offset = next(l for l in lines if l.startswith("- **FAIL position-offset**"))
+    assert offset.startswith("- **FAIL position-offset**: 1 case (bfloat16), error/budget 812: ")
+    assert "- **ERROR raised**: 1 case (bfloat16)" in " ".join(lines)
+    seed = lines.index("Fresh cases were drawn from seed 1234: `--seed 1234` draws them again.")
+    assert causes < seed < table
+    assert any(l.startswith("- Note: ") and "does not apply to alibi.bias" in l for l in lines[:table])
+    acceptable = next(i for i, l in enumerate(lines) if l.startswith("*acceptable*: "))
+    assert "expected, not a bug" in lines[acceptable] and acceptable < lines.index("### Failing cases (3)")
+    # a passing run has no causes; one without fresh cases no seed line
+    text = markdown.render(passing_report())
+    assert "### Causes" not in text and "seed" not in text and "*acceptable*: " in text
+
+
+def test_a_skipped_identity_is_counted_as_skipped_not_as_not_passed():
+    from conformance.results import IdentityResult
+
+    r = passing_report()
+    r.identities = [IdentityResult("determinism", "float32", "skip", message="single-threaded target")]
+    text = markdown.render(r)
+    assert "| identities passed | identities failed | identities skipped |" in text
+    assert text.splitlines()[text.splitlines().index(next(l for l in text.splitlines()
+                                                         if l.startswith("| pass |"))) + 2].endswith("| 0 | 0 | 1 |")

@@ -108,3 +108,16 @@ def test_every_failing_case_is_drawn_above_the_pass_line():
     for case in report.cases:
         if case.verdict in ("pass", "acceptable"):
             assert max(p[3] for p in case.curve) <= 1.0, case.id
+
+
+def test_one_dtype_does_not_hide_another():
+    """Issue 25: float32's points were drawn under bfloat16's in the same filled marker. Each
+    dtype has its own marker, hollow, and the more precise dtype is drawn on top."""
+    fig = plot.figure(sample_report())
+    ax_err = fig.axes[0]
+    lines = {l.get_label(): l for l in ax_err.lines}
+    f32, b16 = lines["float32 error"], lines["bfloat16 error"]
+    assert f32.get_marker() != b16.get_marker()
+    assert f32.get_markerfacecolor() == b16.get_markerfacecolor() == "none"
+    assert f32.get_zorder() > b16.get_zorder()
+    assert len(set(plot.DTYPE_MARKERS.values())) == len(plot.DTYPE_MARKERS)
