@@ -138,6 +138,8 @@ class Report:
         id_fail = sum(1 for i in self.identities if i.verdict in ("fail", "error"))
         counts["identity_failures"] = id_fail
         counts["identity_xfail"] = sum(1 for i in self.identities if i.verdict == "xfail")
+        counts["identity_passed"] = sum(1 for i in self.identities if i.verdict == "pass")
+        counts["identity_skipped"] = sum(1 for i in self.identities if i.verdict == "skip")
         bad = counts["fail"] + counts["error"] + id_fail
         graded = sum(counts[v] for v in ("pass", "acceptable", "fail", "error", "xfail"))
         counts["overall"] = "fail" if bad else ("pass" if graded else "skip")

@@ -48,7 +48,8 @@ def test_written_document_has_the_design_fields(tmp_path):
     for key in ("python", "torch", "numpy", "numba", "device", "dtypes"):
         assert key in doc["environment"]
     assert doc["summary"] == {"pass": 2, "fail": 2, "error": 1, "skip": 1, "acceptable": 1, "xfail": 0,
-                              "fixed": 0, "identity_failures": 1, "identity_xfail": 0, "overall": "fail"}
+                              "fixed": 0, "identity_failures": 1, "identity_xfail": 0, "identity_passed": 1,
+                              "identity_skipped": 1, "overall": "fail"}
     assert len(doc["cases"]) == 7 and len(doc["identities"]) == 3
     for case in doc["cases"]:
         assert CASE_KEYS <= set(case)
