@@ -4,6 +4,7 @@ answers up (in the shipped vectors, or in the runner's memory) fails them."""
 
 from __future__ import annotations
 
+
 import importlib.util
 from pathlib import Path
 
@@ -55,15 +56,19 @@ def test_hugging_face_passes(seed):
 
 
 def test_a_float_log_one_ulp_low_at_the_edges_keeps_every_property():
-    def low_at_edges(relative_positions, spec):
-        out = _reference(relative_positions, spec).numpy()
-        r = relative_positions.numpy()
+    """The properties are exact, yet admit a float log one ulp low where the exact log position is
+    an integer (t5.edges): such an answer is one bucket low there, and breaks none of them."""
+    lowered = 0
+    for _, spec in blackbox.configurations(3):
+        found = np.array(t5.edges(num_buckets=spec.num_buckets, max_distance=spec.max_distance,
+                                  bidirectional=spec.bidirectional, limit=spec.max_distance), dtype=np.int64)
+        r = np.concatenate([blackbox.draw_positions(3, spec), found, -found])
+        out = _reference(torch.from_numpy(r), spec).numpy()
         n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
-        edges = t5.edges(num_buckets=spec.num_buckets, max_distance=spec.max_distance,
-                         bidirectional=spec.bidirectional, limit=int(n.max()))
-        return torch.from_numpy(np.where(np.isin(n, edges), out - 1, out))
-
-    assert all(r.verdict == "pass" for r in _checks(low_at_edges, 3).values())
+        low = np.where(np.isin(n, found), out - 1, out)
+        lowered += int((low != out).sum())
+        assert blackbox.violations(r, low, spec) == []
+    assert lowered > 0  # the edges were reached: some answers were one bucket low
 
 
 @pytest.mark.parametrize("name", ["clamp_missing", "direction_swapped", "causal_flag_swapped", "not_halved"])
