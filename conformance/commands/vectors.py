@@ -4,9 +4,10 @@
     posref vectors verify [--dir DIR] [--rederive] [--certify] [--backend cpu|cuda|numpy]
     posref vectors list [--protocol P] [--json]
     posref vectors show CASE_ID
+    posref vectors export CASE_ID [--format npz|pt|json] [--out FILE] [--seed N]  (commands/export.py)
 
 Exit codes: 0 fine, 2 usage error (one line), 3 the vectors fail their integrity check (each
-problem printed as ``<file>: <reason>``). Never imports torch.
+problem printed as ``<file>: <reason>``). Never imports torch (export --format pt aside).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ EXIT_INTEGRITY = 3
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "vectors", help="regenerate, verify, list or show the golden vectors",
-        description="Golden vectors: regenerate, verify, list, show.")
+        "vectors", help="regenerate, verify, list, show or export the golden vectors",
+        description="Golden vectors: regenerate, verify, list, show, export.")
     sub = parser.add_subparsers(dest="vectors_command", metavar="ACTION",
                                 parser_class=type(parser))
     parser.set_defaults(func=_missing_action(parser))
@@ -64,6 +65,10 @@ def add_parser(subparsers) -> None:
     show = sub.add_parser("show", help="parameters, comment, flags and arrays of one case")
     show.add_argument("case_id", metavar="CASE_ID", help="e.g. rope.apply/llama2-d128/decode-4095")
     show.set_defaults(func=run_show)
+
+    from conformance.commands import export
+
+    export.add_parser(sub)
 
 
 def _path(text: str) -> Path:
