@@ -49,11 +49,11 @@ def run_export(args) -> int:
     from reference import safe_files
     from reference.golden import store
 
+    out = args.out if args.out is not None else args.case_id.replace("/", "__") + "." + args.format
+    out = check_report_path("--out", out, protected_dirs=(store.vectors_dir(),), parents=False)
     failed = _integrity_failure()
     if failed:
         return failed
-    out = args.out or args.case_id.replace("/", "__") + "." + args.format
-    out = check_report_path("--out", out, protected_dirs=(store.vectors_dir(),), parents=False)
     case, seed = _case(args.case_id, args.seed)
     try:
         arrays = {role: case.arrays[role] for role in case.arrays}

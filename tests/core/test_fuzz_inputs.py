@@ -289,12 +289,13 @@ WRITERS = {
                                           "--write-expected-failures"],
     "identities --json": ["identities", "--family", "nope", "--json"],
     "bench --json": ["bench", "--families", "only", "--repeat", "1", "--skip-slow", "--json"],
+    "export --out": ["vectors", "export", "rope.apply/llama2-d128/decode-4095", "--out"],
 }
 PATHS = ["symlink", "fifo", "/dev/full", "/dev/null", "", "directory", "under-a-file", "vectors"]
 
 
 @pytest.mark.parametrize("writer,kind", [(w, k) for w in sorted(WRITERS) for k in PATHS
-                                         if k != "vectors" or w.startswith("conform")])  # conform grades vectors
+                                         if k != "vectors" or w.startswith(("conform", "export"))])  # they read the vectors
 def test_every_command_that_writes_refuses_a_hostile_report_path(writer, kind, tmp_path, monkeypatch, capsys,
                                                                  vectors_in_use):
     """One line, exit 2, before any work (the target x.py does not even exist: the path is
