@@ -477,7 +477,8 @@ def _locate(proto, case, spec, prepared, graded, profile, result) -> None:
         except Exception as exc:  # noqa: BLE001 - a place we cannot name is no reason to stop
             result.worst_location = f"element {result.worst_index} ({error_line(exc)})"
     over = [p[0] for p in result.curve if len(p) > 3 and not p[3] <= 1.0]
-    result.first_failing_position = int(min(over)) if over else None
+    on_positions = getattr(proto, "curve_axis", "position") == "position"
+    result.first_failing_position = int(min(over)) if over and on_positions else None
 
 
 # ------------------------------------------------------------------------------------------

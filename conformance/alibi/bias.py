@@ -19,7 +19,7 @@ from conformance.alibi.slopes import ladder_powers
 from conformance.alibi.spec import spec_of
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import adapter_inputs, argmax_index, check_tensor, finite_max, over_budget
+from conformance.core.tensors import adapter_inputs, argmax_index, check_tensor, distance_curve, finite_max, over_budget
 from conformance.results import Diagnosis
 from reference import alibi
 
@@ -46,6 +46,7 @@ class AlibiBias(Protocol):
     signature = "fn(q_positions, k_positions, spec) -> bias [num_heads, sq, sk]"
     dtype_free = True
     acceptable_note = "bias computed in float32"
+    curve_axis = "distance"
 
     def spec(self, case):
         return spec_of(case.params)
@@ -77,6 +78,7 @@ class AlibiBias(Protocol):
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = argmax_index(r)
             graded.mismatch[profile] = over_budget(np.where(mask[None], r, 0.0)) + ("entries",)
+            graded.curve[profile] = distance_curve(np.abs(qp[:, None] - kp[None, :])[None], err, budget, r, mask[None])
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:

@@ -127,6 +127,10 @@ class Protocol:
     drives_calls = False
     # Why a result within standard but over strict is only "acceptable" (CaseResult.notes).
     acceptable_note = "float32 intermediate arithmetic"
+    # What a Graded.curve point's first number is: "position" (the token position m), or "distance"
+    # (the query-key distance, for relative biases): the plot's axis, and whether a case has a
+    # first failing position.
+    curve_axis = "position"
 
     def spec(self, case):
         raise NotImplementedError

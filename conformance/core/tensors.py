@@ -236,14 +236,15 @@ def per_position_curve(positions: np.ndarray, err_tok: np.ndarray, bud_tok: np.n
     e = np.asarray(err_tok, dtype=np.float64).reshape(-1)
     b = np.asarray(bud_tok, dtype=np.float64).reshape(-1)
     r = np.asarray(ratio_tok, dtype=np.float64).reshape(-1)
-    curve = []
-    for p in np.unique(pos):
-        sel = pos == p
-        ev = e[sel]
-        ev = ev[np.isfinite(ev)]
-        curve.append([int(p), float(ev.max()) if ev.size else float("inf"), float(b[sel].max()),
-                      float(r[sel].max())])
-    return curve
+    uniq, at = np.unique(pos, return_inverse=True)
+    at = at.reshape(-1)
+    err, bud, rat = (np.full(uniq.size, -np.inf) for _ in range(3))
+    finite = np.isfinite(e)
+    np.maximum.at(err, at[finite], e[finite])
+    np.maximum.at(bud, at, b)
+    np.maximum.at(rat, at, r)
+    err[err == -np.inf] = np.inf  # no finite output there
+    return [[int(p), float(x), float(y), float(z)] for p, x, y, z in zip(uniq, err, bud, rat)]
 
 
 def format_positions(values, limit: int = 6) -> str:
@@ -258,11 +259,13 @@ def off_by_one_note(profile: str, positions) -> str:
             "from position m to m+1, so an off-by-one position would pass there")
 
 
-def grade_on_mask(graded, out: np.ndarray, ref: np.ndarray, mask: np.ndarray, budget, what: str, unit: str):
+def grade_on_mask(graded, out: np.ndarray, ref: np.ndarray, mask: np.ndarray, budget, what: str, unit: str,
+                  distance=None):
     """Fill ``graded`` (a conformance.core.protocol.Graded) from ``out`` against ``ref`` on the
     entries ``mask`` selects (broadcast to out's shape; the others are not graded): a non-finite
     problem, the largest error and, per profile, the ratio to ``budget(profile)``, its worst index
-    and the mismatch count in ``unit``. Returns graded."""
+    and the mismatch count in ``unit``; with ``distance`` (broadcast to out's shape), the curve
+    against it (``distance_curve``). Returns graded."""
     from conformance.core import tolerance
 
     mask = np.broadcast_to(mask, out.shape)
@@ -277,4 +280,16 @@ def grade_on_mask(graded, out: np.ndarray, ref: np.ndarray, mask: np.ndarray, bu
         graded.ratio[profile] = finite_max(r)
         graded.worst_index[profile] = argmax_index(r)
         graded.mismatch[profile] = (over_budget(np.where(mask, r, 0.0))[0], total, unit)
+        if distance is not None:
+            graded.curve[profile] = distance_curve(distance, err, budget(profile), r, mask)
     return graded
+
+
+def distance_curve(distance, err, budget, ratio, mask) -> list:
+    """[[distance, max_error, max_budget, max_ratio], ...] over the graded entries (``mask``), for
+    protocols whose error depends on the query-key distance rather than on a position (relative
+    biases: Protocol.curve_axis "distance"); the plot draws it as it draws positions."""
+    shape = np.broadcast_shapes(np.shape(err), np.shape(mask))
+    pick = np.broadcast_to(mask, shape)
+    values = [np.broadcast_to(np.asarray(v, dtype=np.float64), shape)[pick] for v in (distance, err, budget, ratio)]
+    return per_position_curve(*values)

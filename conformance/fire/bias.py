@@ -86,6 +86,7 @@ class FireBias(Protocol):
     family = "fire"
     signature = "fn(q_positions, k_positions, params, spec) -> bias [num_heads, sq, sk]"
     acceptable_note = "float32 intermediate arithmetic"
+    curve_axis = "distance"
 
     def spec(self, case):
         return spec_of(case.params)
@@ -119,7 +120,7 @@ class FireBias(Protocol):
         ref = fire.bias(qp, kp, w, init_L=spec.init_L, eps=spec.eps, backend="numpy")
         return grade_on_mask(graded, out, ref, graded_entries(qp, kp, spec)[None],
                              lambda profile: budget(qp, kp, w, spec, ref, prepared.dtype, profile), "the bias",
-                             "entries")
+                             "entries", distance=np.abs(qp[:, None] - kp[None, :])[None])
 
     def locate(self, case, spec, prepared, index) -> str:
         if isinstance(index, backward.GradIndex):

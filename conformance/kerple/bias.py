@@ -67,6 +67,7 @@ class KerpleBias(Protocol):
     signature = "fn(q_positions, k_positions, spec) -> bias [num_heads, sq, sk]"
     dtype_free = True
     acceptable_note = "bias computed in float32"
+    curve_axis = "distance"
 
     def spec(self, case):
         return spec_of(case.params)
@@ -85,7 +86,8 @@ class KerpleBias(Protocol):
             return graded
         ref = reference(qp, kp, spec)
         return grade_on_mask(graded, out, ref, graded_entries(qp, kp, spec)[None],
-                             lambda profile: budget(qp, kp, spec, ref, dtype, profile), "the bias", "entries")
+                             lambda profile: budget(qp, kp, spec, ref, dtype, profile), "the bias", "entries",
+                             distance=np.abs(qp[:, None] - kp[None, :])[None])
 
     def locate(self, case, spec, prepared, index) -> str:
         h, i, j = index

@@ -1,4 +1,5 @@
-"""``--plot FILE.png``: error and budget against position, one colour and marker per dtype.
+"""``--plot FILE.png``: error and budget against position (the query-key distance for relative
+biases), one colour and marker per dtype.
 
 Reads ``CaseResult.curve = [[position, max_error, max_budget, max_ratio], ...]``. For each dtype
 the points of all its cases are merged per position (the largest error, budget and ratio seen
@@ -111,6 +112,17 @@ def _draw_series(ax, xs, ys, colour, label, style, zorder=2):
     return zero, bad_x
 
 
+def _axis(report) -> str:
+    """"position", or "distance" for the relative biases (Protocol.curve_axis: ALiBi, T5, KERPLE,
+    FIRE), whose curves run over the query-key distance."""
+    from conformance.core import registry
+
+    try:
+        return str(registry.get(report.protocol).curve_axis)
+    except Exception:  # noqa: BLE001 - a report of a protocol this posref does not know
+        return "position"
+
+
 def render(report) -> bytes:
     """PNG bytes of the plot."""
     return _png(figure(report))
@@ -125,6 +137,7 @@ def figure(report):
     from conformance.isolation import printable
 
     data = series(report)
+    axis = _axis(report)
     # Every text is drawn with parse_math=False: a target named "a$^$b.py" made matplotlib parse
     # mathtext and fail after grading (issue 24); printable: no control characters either.
     title = printable(f"posref {report.suite_version} · {report.protocol} · {report.target}")
@@ -134,7 +147,7 @@ def figure(report):
     if not data:
         fig = Figure(figsize=(10, 3), dpi=110)
         FigureCanvasAgg(fig)
-        fig.text(0.5, 0.62, "no per-position data to plot", ha="center", va="center",
+        fig.text(0.5, 0.62, f"no per-{axis} data to plot", ha="center", va="center",
                  fontsize=15, color="#555555")
         fig.text(0.5, 0.40, summary_line(report), ha="center", va="center", fontsize=8,
                  wrap=True, parse_math=False)
@@ -168,9 +181,9 @@ def figure(report):
             proxies.append((Line2D([], [], color=colour, marker="x", linestyle="none"),
                             f"{dtype}: no finite error"))
         if zero:
-            notes.append(f"{dtype}: {zero} position(s) with zero error not drawn")
+            notes.append(f"{dtype}: {zero} {axis}(s) with zero error not drawn")
         if bad:
-            notes.append(f"{dtype}: {len(bad)} position(s) with non-finite error (x on top edge)")
+            notes.append(f"{dtype}: {len(bad)} {axis}(s) with non-finite error (x on top edge)")
 
     finite_ratios = [r for d in data.values() for r in d["ratio"] if math.isfinite(r) and r > 0]
     if finite_ratios:  # keep the pass line well inside the panel, whatever the ratios are
@@ -189,9 +202,10 @@ def figure(report):
     lo, hi = min(all_pos), max(all_pos)
     ax_ratio.set_xlim(left=lo - max(abs(lo) * 0.5, 0.5) if lo <= 0 else lo,
                       right=hi + max(abs(hi) * 0.5, 1.0))
-    ax_err.set_ylabel("max |error| per position")
+    ax_err.set_ylabel(f"max |error| per {axis}")
     ax_ratio.set_ylabel("budget ratio (error / budget)")
-    ax_ratio.set_xlabel("position m (symmetric log scale)")
+    ax_ratio.set_xlabel(("position m" if axis == "position" else "query-key distance |i - j|")
+                        + " (symmetric log scale)")
     handles, labels = ax_err.get_legend_handles_labels()
     for handle, label in proxies:
         handles.append(handle)

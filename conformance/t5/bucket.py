@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import adapter_inputs, argmax_index, check_integer_tensor, mutation_problems, \
-    over_budget
+from conformance.core.tensors import (adapter_inputs, argmax_index, check_integer_tensor, distance_curve,
+                                      mutation_problems, over_budget)
 from conformance.results import Diagnosis
 from conformance.t5.spec import spec_of
 from reference import t5
@@ -76,6 +76,7 @@ class T5Bucket(Protocol):
     signature = "fn(relative_positions, spec) -> buckets (integers)"
     dtype_free = True
     acceptable_note = "a float log one ulp low at a bucket edge"
+    curve_axis = "distance"
 
     def spec(self, case):
         return spec_of(case.params)
@@ -92,8 +93,10 @@ class T5Bucket(Protocol):
             return Graded(problems=problems)
         ref = reference(r, spec)
         n = np.abs(r) if spec.bidirectional else np.maximum(-r, 0)
+        # No edge lies at or past max_distance (every such distance is clamped to the last bucket).
+        limit = min(int(n.max(initial=0)), spec.max_distance)
         at_edge = np.isin(n, t5.edges(num_buckets=spec.num_buckets, max_distance=spec.max_distance,
-                                      bidirectional=spec.bidirectional, limit=int(n.max(initial=0))))
+                                      bidirectional=spec.bidirectional, limit=limit))
         below = (out == ref - 1) & at_edge
         wrong = (out != ref) & ~below
         graded = Graded(problems=problems, output_f64=out.astype(np.float64),
@@ -103,6 +106,9 @@ class T5Bucket(Protocol):
             graded.ratio[profile] = float(ratio.max(initial=0))
             graded.worst_index[profile] = argmax_index(ratio) if ratio.size else None
             graded.mismatch[profile] = over_budget(ratio) + ("buckets",)
+            # the budget: one bucket below at an edge (standard), none elsewhere
+            allowed = np.where(below | at_edge, 1.0 if profile == "standard" else 0.0, 0.0)
+            graded.curve[profile] = distance_curve(n, np.abs(out - ref), allowed, ratio, np.ones(n.shape, bool))
             if below.any():
                 graded.notes[profile] = [f"at distance(s) {sorted(set(n[below].tolist()))} the exact log position is an "
                                          "integer: the bucket below, from a log one ulp low, is accepted there"]

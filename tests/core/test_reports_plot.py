@@ -121,3 +121,30 @@ def test_one_dtype_does_not_hide_another():
     assert f32.get_markerfacecolor() == b16.get_markerfacecolor() == "none"
     assert f32.get_zorder() > b16.get_zorder()
     assert len(set(plot.DTYPE_MARKERS.values())) == len(plot.DTYPE_MARKERS)
+
+
+@pytest.mark.parametrize("protocol, target", [
+    ("alibi.bias", "examples/alibi/buggy/sign_flipped.py:bias"),
+    ("t5.bucket", "examples/t5/buggy/clamp_missing.py:bucket"),
+    ("kerple.bias", "examples/kerple/buggy/sign_flipped.py:bias"),
+    ("fire.bias", "examples/fire/buggy/one_based_positions.py:bias"),
+])
+def test_relative_biases_are_plotted_against_distance(protocol, target):
+    """Issue 25: ALiBi, T5, KERPLE and FIRE have no positions: their curves run over the query-key
+    distance (Protocol.curve_axis), so the plot draws them instead of "no per-position data", and
+    no case claims a first failing *position*."""
+    from pathlib import Path
+
+    from conformance import run_conformance
+    from conformance.loader import load_target
+
+    root = Path(__file__).resolve().parents[2]
+    path, _, name = target.partition(":")
+    report = run_conformance(load_target(f"{root / path}:{name}"), protocol, fresh=False, identities=False)
+    failing = [c for c in report.cases if c.verdict == "fail"]
+    assert failing and all(c.curve for c in report.cases if c.verdict in ("pass", "fail", "acceptable"))
+    assert all(c.first_failing_position is None for c in report.cases)
+    assert any(p[3] > 1.0 for c in failing for p in c.curve)  # the failure shows above the pass line
+    fig = plot.figure(report)
+    assert "query-key distance" in fig.axes[1].get_xlabel() and "per distance" in fig.axes[0].get_ylabel()
+    assert plot.render(report)[:8] == b"\x89PNG\r\n\x1a\n"
