@@ -71,6 +71,13 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _ends_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _gone(pid)
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
@@ -186,11 +193,7 @@ def apply(x, positions, spec):
                                    "--dtype", "float32", "--no-fresh", "--json", str(tmp_path / "r.json")],
                                   timeout=90)
         assert code == 0, err
-        child = int(pid_file.read_text())
-        deadline = time.monotonic() + 5
-        while not _gone(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(child), "the adapter's forked child outlived the run"
+        assert _ends_within(int(pid_file.read_text()), 5), "the adapter's forked child outlived the run"
     finally:
         if pid_file.exists():
             _kill(int(pid_file.read_text()))
@@ -251,11 +254,7 @@ def apply(x, positions, spec):
         code, _, err, _ = _posref([target, "--protocol", "rope.apply", "--cases", f"{SUBSET[:-1]}prefill-8",
                                    "--dtype", "float32", "--no-fresh"], timeout=90)
         assert code == 0, err
-        helper = int(pid_file.read_text())
-        deadline = time.monotonic() + 5
-        while not _gone(helper) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(helper), "a helper in a session of its own outlived the posref command"
+        assert _ends_within(int(pid_file.read_text()), 5), "a helper in a session of its own outlived the command"
     finally:
         if pid_file.exists():
             _kill(int(pid_file.read_text()))
@@ -305,10 +304,7 @@ def apply(x, positions, spec):
         assert grading != proc.pid and not _gone(grading)
         proc.kill()
         proc.wait()
-        deadline = time.monotonic() + 5
-        while not _gone(grading) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(grading), "the grading process outlived its supervisor"
+        assert _ends_within(grading, 5), "the grading process outlived its supervisor"
     finally:
         proc.kill()
         if grading is not None:
