@@ -55,7 +55,7 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], *, inside=None) -> None
 MAX_MEMBER_BYTES = 256 * 2**20  # one array, decompressed; posref's largest is far below
 
 
-def read_npz(path: Path, *, members=None, max_total=None) -> dict[str, np.ndarray]:
+def read_npz(path: Path, *, members=None, max_total=None, only=None) -> dict[str, np.ndarray]:
     """Load every member of an .npz as a read-only array; NpzError names what is wrong.
 
     Before anything is inflated, from the zip's directory: every member must be an .npy of at
@@ -63,7 +63,8 @@ def read_npz(path: Path, *, members=None, max_total=None) -> dict[str, np.ndarra
     and their sizes together at most ``max_total`` when given (the file's size in the manifest:
     posref stores arrays uncompressed, so its members never claim more bytes than the file has).
     Each member is then decompressed at most up to MAX_MEMBER_BYTES (a deflate bomb whose header
-    lies stops there) and parsed from those bytes with ``allow_pickle=False``."""
+    lies stops there) and parsed from those bytes with ``allow_pickle=False``. ``only`` (array
+    names): load just those (the directory is still checked whole)."""
     path = Path(path)
     out: dict[str, np.ndarray] = {}
     try:
@@ -84,6 +85,8 @@ def read_npz(path: Path, *, members=None, max_total=None) -> dict[str, np.ndarra
                                "the manifest lists for the whole file (posref stores arrays "
                                "uncompressed; not inflated)")
             for info in zf.infolist():
+                if only is not None and info.filename[: -len(".npy")] not in only:
+                    continue
                 with zf.open(info) as fh:
                     raw = fh.read(MAX_MEMBER_BYTES + 1)
                 if len(raw) > MAX_MEMBER_BYTES:

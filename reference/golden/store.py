@@ -94,13 +94,14 @@ def _output_roles(protocol: str) -> tuple:
 
 
 class _GroupOutputs:
-    """Reads the output arrays of one case from its group's .npz again, on each call."""
+    """Reads the output arrays of one case (those members only) from its group's .npz again, on
+    each call."""
 
     def __init__(self, path: Path, keys: dict):
         self.path, self.keys = Path(path), dict(keys)
 
     def __call__(self) -> dict:
-        arrays = read_npz(self.path)
+        arrays = read_npz(self.path, only=set(self.keys.values()))
         return {role: arrays[key] for role, key in self.keys.items()}
 
 
