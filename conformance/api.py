@@ -141,7 +141,13 @@ def assert_conforms(
     fails too: a check that checked nothing must not look like a pass.
     """
     __tracebackhide__ = True
-    report = run_conformance(fn, protocol, layout=layout, dtypes=dtypes, **options)
+    return assert_report(run_conformance(fn, protocol, layout=layout, dtypes=dtypes, **options))
+
+
+def assert_report(report: Report) -> Report:
+    """The report when everything graded passed; AssertionError carrying the summary when a case or
+    identity failed, or when nothing was graded."""
+    __tracebackhide__ = True
     overall = report.summary()["overall"]
     if overall == "fail":
         raise AssertionError(failure_summary(report))
@@ -150,4 +156,4 @@ def assert_conforms(
     return report
 
 
-__all__ = ["IntegrityError", "OptionError", "assert_conforms", "failure_summary", "run_conformance"]
+__all__ = ["IntegrityError", "OptionError", "assert_conforms", "assert_report", "failure_summary", "run_conformance"]

@@ -66,7 +66,9 @@ def _tolerant_streams() -> None:
 def main(argv=None) -> int:
     _tolerant_streams()
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # what was written, for the options a project run passes on (commands.project)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -33,7 +33,8 @@ def split_target(target) -> tuple[str, str]:
     return where, name
 
 
-def _is_path(where: str) -> bool:
+def is_path(where: str) -> bool:
+    """True when TARGET's part before the colon names a file, not a module."""
     return where.endswith(".py") or os.sep in where or "/" in where
 
 
@@ -84,7 +85,7 @@ def _import_module(where: str):
 def load_target(target: str):
     """Import TARGET and return the named callable (UsageError with one line otherwise)."""
     where, name = split_target(target)
-    module = _import_file(where) if _is_path(where) else _import_module(where)
+    module = _import_file(where) if is_path(where) else _import_module(where)
     obj = module
     for part in name.split("."):
         try:
@@ -144,7 +145,7 @@ def target_files(target) -> list:
         where, _ = split_target(target)
     except UsageError:
         return []
-    if _is_path(where):
+    if is_path(where):
         return [Path(where).expanduser()]
     parts = where.split(".")
     if not all(part.isidentifier() for part in parts):
@@ -186,7 +187,7 @@ def source_location(target, fn=None):
             where, name = split_target(target)
         except UsageError:
             return None
-        if _is_path(where):
+        if is_path(where):
             path = str(Path(where).expanduser())
         else:
             try:

@@ -18,6 +18,17 @@ conformance.baseline): items of the cases it lists are marked xfail (a listed ca
 shows as XPASS), and the fixture applies the file to its whole run: listed cases, fresh-case kinds
 and ``identity:`` entries count as expected failures there, so a file that ``posref conform
 --write-expected-failures`` wrote keeps the fixture green from one seed to the next.
+
+The project's table (``[tool.posref]`` in pyproject.toml, or posref.toml; conformance.project),
+the one ``posref conform`` with no TARGET grades, parametrizes the ``posref_adapter`` fixture: one
+item per adapter, named after it::
+
+    def test_positional_encodings(posref_adapter):
+        posref_adapter.check()
+
+``check()`` grades the adapter in this process with the table's options and writes the reports
+the table names; it fails with the summary (cause first) as ``assert_conforms`` does. The table is
+the nearest one from pytest's rootdir upward, or ``--posref-config FILE``.
 """
 
 from __future__ import annotations
@@ -25,13 +36,74 @@ from __future__ import annotations
 import pytest
 
 OPTION = "--posref-expected-failures"
+CONFIG_OPTION = "--posref-config"
 
 
 def pytest_addoption(parser):
-    parser.getgroup("posref").addoption(
+    group = parser.getgroup("posref")
+    group.addoption(
         OPTION, metavar="FILE", default=None,
         help="posref: a baseline of known failing cases ('<case id> [<dtype>]', a fresh kind or "
              "'identity:<protocol>/<id> [<dtype>]' per line); they are xfail")
+    group.addoption(
+        CONFIG_OPTION, metavar="FILE", default=None,
+        help="posref: the posref.toml or pyproject.toml whose [tool.posref] adapters parametrize the "
+             "posref_adapter fixture (default: the nearest one from the rootdir upward)")
+
+
+class ProjectAdapter:
+    """One adapter of the project's table, as the ``posref_adapter`` parameter."""
+
+    def __init__(self, adapter, root, baseline=None):
+        self.adapter, self.root, self.baseline = adapter, root, baseline
+
+    def __repr__(self) -> str:
+        return f"ProjectAdapter({self.adapter.name!r})"
+
+    def check(self):
+        """Grade the adapter as ``posref conform`` would with the table's options (in this
+        process), write the reports the table names, and return the Report; AssertionError with
+        the summary when a case or identity failed."""
+        __tracebackhide__ = True
+        from conformance import project
+        from conformance.api import assert_report
+        from conformance.commands.conform import check_report_paths, options_from_args, write_outputs
+        from conformance.loader import load_target
+        from conformance.runner import run
+
+        from conformance.errors import UsageError
+
+        try:
+            args = self.adapter.args({"expected_failures": self.baseline} if self.baseline else None)
+            for dest, value in project.absolute_paths(vars(args), self.root).items():
+                setattr(args, dest, value)
+            args.target = project.absolute_target(args.target, self.root)
+            check_report_paths(args)
+            opts = options_from_args(args)
+            report = run(None if opts.isolate else load_target(args.target), opts, target=args.target)
+            write_outputs(args, report)
+        except UsageError as exc:  # the table's mistake or a target that does not load: one line
+            pytest.fail(f"{self.adapter.where}: {exc}", pytrace=False)
+        return assert_report(report)
+
+
+def pytest_generate_tests(metafunc):
+    if "posref_adapter" not in metafunc.fixturenames:
+        return
+    from conformance import project
+    from conformance.errors import UsageError
+
+    config = metafunc.config
+    path = config.getoption(CONFIG_OPTION, default=None)
+    baseline = config.getoption(OPTION, default=None)
+    try:
+        table = project.load(path, start=config.rootpath)
+    except UsageError as exc:
+        raise pytest.UsageError(f"posref_adapter: {exc}") from None
+    metafunc.parametrize("posref_adapter",
+                         [ProjectAdapter(a, table.root, baseline and str(config.invocation_params.dir / baseline))
+                          for a in table.adapters],
+                         ids=[a.name for a in table.adapters])
 
 
 def _baseline(config):

@@ -288,7 +288,7 @@ def _supervise(argv) -> int:
     env = dict(os.environ, **{ENV: str(write_end), PARENT_ENV: str(os.getpid())})
     # A session of its own: the supervisor can kill the grading process's whole group, and
     # terminal job-control stops (SIGTSTP, SIGTTOU) do not reach it.
-    proc = subprocess.Popen([sys.executable, "-m", "conformance.cli", *argv], env=env, pass_fds=(write_end,),
+    proc = subprocess.Popen(posref_command(argv), env=env, pass_fds=(write_end,),
                             start_new_session=True)
     os.close(write_end)
     os.set_blocking(read_end, False)
@@ -447,6 +447,22 @@ def _print_and_write(report, start: dict) -> None:
     if skipped:
         print(f"posref: note: {' and '.join(skipped)} not written: the run was ended before it finished",
               file=sys.stderr)
+
+
+# `python -c` puts the current folder first on sys.path, where a user's project may have a
+# `reference` or `conformance` package of its own: posref's are imported from where this process
+# found them. (A module TARGET still finds the current folder: conformance.loader adds it.)
+_POSREF_CODE = ("import sys\n"
+                "if sys.path and sys.path[0] == '':\n    del sys.path[0]\n"
+                "sys.path.insert(0, {root!r})\n"
+                "from conformance.supervise import entry\n"
+                "sys.exit(entry())\n")
+
+
+def posref_command(argv) -> list:
+    """The command line that runs this very ``posref`` with ``argv`` in a new Python process."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [sys.executable, "-c", _POSREF_CODE.format(root=root), *argv]
 
 
 def _wants_supervision(argv) -> bool:

@@ -1,5 +1,8 @@
 """``posref conform TARGET --protocol NAME ...``: grade an implementation on the golden vectors.
 
+With no TARGET, every adapter of the project's table (posref.toml or [tool.posref] in
+pyproject.toml, conformance.project) is graded in turn (conformance.commands.project).
+
 Prints the progress bar and the terminal report (conformance.reports.terminal), writes the requested
 reports, and returns the exit code: 0 everything graded passed, 1 some case or identity failed
 or errored, 2 usage or target error (UsageError, one line), 3 golden vectors fail integrity.
@@ -44,8 +47,16 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser("conform", help=HELP, description=HELP + ".", epilog=epilog(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", metavar="TARGET", help="the adapter: package.module:name or path/to/file.py:name")
-    p.add_argument("--protocol", required=True, metavar="NAME", help=f"one of: {', '.join(registry.protocol_names())}")
+    p.add_argument("target", metavar="TARGET", nargs="?",
+                   help="the adapter: package.module:name or path/to/file.py:name; without it, every adapter "
+                        "listed in the project's posref.toml or [tool.posref] table (found from the current "
+                        "folder upward) is graded, one summary line each, and the worst exit code is returned")
+    p.add_argument("--protocol", metavar="NAME",
+                   help=f"one of: {', '.join(registry.protocol_names())} (required with a TARGET)")
+    p.add_argument("--config", metavar="FILE",
+                   help="with no TARGET: the posref.toml or pyproject.toml listing the adapters")
+    p.add_argument("--adapter", dest="adapters", action="append", metavar="NAME",
+                   help="with no TARGET: grade only this adapter of the table (repeat for several)")
     p.add_argument("--layout", default="auto", metavar="LAYOUT",
                    help="the layout the implementation uses, for protocols that have layouts (rope.apply: "
                         "half or interleaved); default auto: the protocol's probe detects it")
@@ -129,16 +140,11 @@ def _seed(text: str) -> int:
     return value
 
 
-def run(args) -> int:
-    from conformance.core import registry
-    from conformance.errors import UsageError
-    from conformance.loader import load_target
-    from conformance.reports import write_reports
-    from conformance.reports.terminal import TerminalReporter
-    from conformance.runner import DEFAULT_DTYPES, IntegrityError, Options, exit_code
-    from conformance.runner import run as run_grading
+def options_from_args(args):
+    """The runner's Options from parsed ``posref conform`` arguments."""
+    from conformance.runner import DEFAULT_DTYPES, Options
 
-    opts = Options(
+    return Options(
         protocol=args.protocol,
         layout=args.layout,
         dtypes=tuple(args.dtypes or DEFAULT_DTYPES),
@@ -158,9 +164,29 @@ def run(args) -> int:
         autocast=args.autocast,
         debug=args.debug,
     )
+
+
+def run(args) -> int:
+    from conformance.core import registry
+    from conformance.errors import UsageError
+    from conformance.loader import load_target
+    from conformance.reports.terminal import TerminalReporter
+    from conformance.runner import IntegrityError, exit_code
+    from conformance.runner import run as run_grading
+
+    if args.target is None:
+        from conformance.commands import project
+
+        return project.run(args)
+    if args.config or args.adapters:
+        option = "--config" if args.config else "--adapter"
+        raise UsageError(f"{option} chooses adapters from the project's table: give it without a TARGET")
+    if not args.protocol:
+        raise UsageError("the following arguments are required with a TARGET: --protocol")
+    opts = options_from_args(args)
     registry.get(opts.protocol)  # unknown protocol: exit 2 before loading anything
     _check_vectors_dir(args)
-    _check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
+    check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     _tell_supervisor(args, opts)
     fn = None if args.isolate else load_target(args.target)
     # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
@@ -182,6 +208,15 @@ def run(args) -> int:
     except UsageError:
         reporter.close()
         raise
+    write_outputs(args, report)
+    return exit_code(report)
+
+
+def write_outputs(args, report) -> None:
+    """The reports and the baseline the arguments ask for (UsageError when one cannot be written)."""
+    from conformance.errors import UsageError
+    from conformance.reports import write_reports
+
     try:
         write_reports(report, json=args.json, junit=args.junit, markdown=args.markdown, plot=args.plot)
         if args.write_expected_failures:
@@ -191,7 +226,6 @@ def run(args) -> int:
             write_text_atomic(args.write_expected_failures, render(report))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write a report: {exc}") from None
-    return exit_code(report)
 
 
 def _tell_supervisor(args, opts) -> None:
@@ -216,7 +250,7 @@ def _watched(reporter):
     return Progress(reporter) if supervised() else reporter
 
 
-def _check_report_paths(args) -> None:
+def check_report_paths(args) -> None:
     """UsageError naming the option when a report path is empty, not a regular file or a new
     path (a directory, a symlink, a device, a FIFO), lies under a file, would replace what is
     graded (a file in the vectors directory in use, the target's own source), or (for --plot)
