@@ -72,7 +72,9 @@ def test_a_hanging_adapter_on_the_whole_catalog_ends_within_max_time():
     start = time.monotonic()
     report = run_conformance(hangs, "rope.apply", dtypes=("float32", "bfloat16"), timeout=0.3,
                              max_time=1.0, keep_going=True)
-    assert time.monotonic() - start < 1.0 + 3.0  # the deadline, plus grading what came back
+    # The deadline, plus grading what came back (about a second idle; 4.1 s measured at load 5 on
+    # 2 cores): far below the minutes the catalog's calls would take if the deadline did not hold.
+    assert time.monotonic() - start < 1.0 + 6.0
     assert report.cases and all(c.verdict in ("error", "skip") for c in report.cases)
 
 

@@ -14,6 +14,10 @@ import pytest
 
 from reference import rope
 
+# Wall-clock ratios: only meaningful on a quiet machine, so out of the default (parallel) selection;
+# .ci/run runs them alone after the suite (`python3 -m pytest -m timing -n 0`).
+pytestmark = pytest.mark.timing
+
 REPEAT = 9
 
 
