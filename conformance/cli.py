@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "conformance.commands.identities",
     "conformance.commands.study",
     "conformance.commands.bench",
+    "conformance.commands.models",
 )
 
 

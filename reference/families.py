@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Optional
 
 # Subpackages of reference/ that serve every family and are not families themselves.
-SHARED = ("golden", "identities")
+SHARED = ("golden", "identities", "zoo")
 
 
 def names() -> list[str]:
