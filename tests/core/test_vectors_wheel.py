@@ -49,6 +49,9 @@ def test_wheel_ships_the_vectors_and_verify_passes_when_installed(tmp_path):
     assert {shipped + rel for rel in manifest["files"]} <= names
     assert not any(n.startswith("vectors/") for n in names)  # no generic top-level name
     assert "reference/golden/schemas/vectors.schema.json" in names
+    from reference import zoo
+
+    assert {"reference/zoo/schema.json", *(f"reference/zoo/models/{n}.json" for n in zoo.names())} <= names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
