@@ -1,0 +1,35 @@
+"""What posref grades for a model: each family's reading of a config, by protocol.
+
+A family that can read a model's configuration has ``reference/<family>/model_config.py`` with
+``PROTOCOL`` (the protocol its settings are graded with), ``ConfigError`` (a ValueError) and
+``settings(config) -> list | None`` (None: the config's model does not use this family). ``plan``
+asks every family, so adding one edits nothing here.
+"""
+
+from __future__ import annotations
+
+from reference import families
+
+
+class ConfigError(ValueError):
+    """A config posref cannot read: one line naming the field (or the model type nobody reads)."""
+
+
+def plan(config: dict) -> dict:
+    """{protocol: [setting, ...]} for every family that reads ``config``; ConfigError when a
+    family cannot read a field it needs, or no family reads the model."""
+    out = {}
+    for family in families.names():
+        reader = families.part(family, "model_config")
+        if reader is None:
+            continue
+        try:
+            found = reader.settings(config)
+        except reader.ConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        if found:
+            out.setdefault(reader.PROTOCOL, []).extend(found)
+    if not out:
+        model_type = config.get("model_type") if isinstance(config, dict) else None
+        raise ConfigError(f"model_type {model_type!r}: no posref family reads this model's positional encoding yet")
+    return out
