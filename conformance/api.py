@@ -39,6 +39,8 @@ def run_conformance(
     grad: bool = False,
     autocast: Optional[str] = None,
     debug: Optional[str] = None,
+    model: Optional[str] = None,
+    model_config=None,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -58,7 +60,10 @@ def run_conformance(
     torch.autocast(device, dtype); an output arriving in that dtype is graded with its budget.
     debug: "raise" re-raises the first exception the adapter raises while a case is graded (its
     traceback ends in the adapter's own frame); "pdb" opens pdb.post_mortem on it, once, and the run
-    goes on. In-process only: with isolate=True it is an OptionError.
+    goes on. In-process only: with isolate=True it is an OptionError. model: a zoo model's name
+    (`posref models`), or model_config: a Hugging Face config.json path: grade at that model's
+    configuration, on cases drawn for it from ``seed`` instead of the committed vectors
+    (conformance.model).
     """
     from conformance.loader import load_target
 
@@ -89,6 +94,8 @@ def run_conformance(
         grad=grad,
         autocast=autocast,
         debug=debug,
+        model=model,
+        model_config=None if model_config is None else str(model_config),
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

@@ -38,7 +38,7 @@ CONFIG_NAMES = ("posref.toml", "pyproject.toml")
 PER_ADAPTER = ("protocol", "layout", "json", "junit", "markdown", "plot", "write_expected_failures")
 # Options that name a file or folder: relative to the table's folder there, to the current one on
 # the command line.
-PATHS = ("vectors_dir", "expected_failures", "json", "junit", "markdown", "plot", "write_expected_failures")
+PATHS = ("vectors_dir", "model_config", "expected_failures", "json", "junit", "markdown", "plot", "write_expected_failures")
 # Not in a table: interactive, or about choosing the table.
 NOT_IN_TABLE = ("debug", "config", "adapters", "help", "target")
 

@@ -125,6 +125,7 @@ class Report:
     seed: Optional[int] = None  # of the fresh cases drawn at run time (None: none were drawn)
     baseline: Optional[dict] = None  # what --expected-failures found (conformance.baseline.apply)
     training: Optional[dict] = None  # {"grad": bool, "autocast": dtype or None} under --grad / --autocast
+    model: Optional[dict] = None  # the model graded at (conformance.model): {"name", "source"} or {"name", "config", "sha256"}
 
     def summary(self) -> dict:
         """Counts per verdict; a failure the baseline expects counts as ``xfail``, not as fail or
@@ -162,6 +163,7 @@ class Report:
             "seed": self.seed,
             "baseline": self.baseline,
             "training": self.training,
+            "model": self.model,
         }
 
     @classmethod

@@ -84,6 +84,10 @@ class Options:
     # "raise": re-raise the first exception the adapter raises while a case is graded, with its own
     # traceback; "pdb": open pdb.post_mortem on it, then go on. In-process only (not with isolate).
     debug: Optional[str] = None
+    # Grade at a model's configuration (conformance.model): a zoo name, or a config.json path.
+    # The cases are drawn for it from the seed instead of the committed vectors.
+    model: Optional[str] = None
+    model_config: Optional[str] = None
 
 
 def check_options(opts: Options) -> Options:
@@ -254,9 +258,13 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
     --seed, which draws its inputs again)."""
     from reference.golden.fresh import is_fresh
 
-    fresh = is_fresh(case_id)
+    fresh = is_fresh(case_id) or opts.model is not None or opts.model_config is not None
     if target:
         parts = ["posref", "conform", target, "--protocol", opts.protocol, "--cases", case_id]
+        if opts.model is not None:
+            parts += ["--model", opts.model]
+        if opts.model_config is not None:
+            parts += ["--model-config", opts.model_config]
         parts += ["--dtype", dtype]
         if opts.profile != "standard":
             parts += ["--profile", opts.profile]
@@ -277,6 +285,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         "from conformance import run_conformance; "
         f"print(run_conformance(fn, {opts.protocol!r}, cases={case_id!r}, dtypes=({dtype!r},), "
         f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}"
+        + (f", model={opts.model!r}" if opts.model is not None else "")
+        + (f", model_config={opts.model_config!r}" if opts.model_config is not None else "")
         + (f", seed={opts.seed}" if fresh and opts.seed is not None else "")
         + (f", shapes={opts.shapes!r}" if fresh and opts.shapes != "sample" else "")
         + (", grad=True" if opts.grad else "")
@@ -707,9 +717,19 @@ def run(
 
         golden_cases = list(golden_cases)
         suite_version, digest = store.SUITE_VERSION, "unversioned (cases given in code)"
+    model = None
+    if opts.model is not None or opts.model_config is not None:
+        from conformance import model as models
+
+        model = models.resolve(opts.model, opts.model_config)
     fresh = []
     _case_patterns(opts.cases)  # a --cases that names nothing: one line before anything is drawn
-    if opts.fresh and golden_cases is None:
+    if model is not None:
+        opts.seed = fresh_seed(opts)
+        fresh = models.cases(model, opts.protocol, opts.seed)
+        golden_cases = []  # the model's cases only; the report still names the vectors' digest
+        _check_model_layout(opts, model, fresh)
+    elif opts.fresh and golden_cases is None:
         from reference.golden.fresh import fresh_cases
 
         opts.seed = fresh_seed(opts)
@@ -725,6 +745,7 @@ def run(
         profile=opts.profile,
         seed=opts.seed if fresh else None,
         training={"grad": opts.grad, "autocast": opts.autocast} if opts.grad or opts.autocast else None,
+        model=model.described if model is not None else None,
     )
     from conformance.loader import signature_problem, source_location
 
@@ -735,7 +756,10 @@ def run(
     if golden_cases is None and foreign:
         report.notes.append(foreign)
     drawn = len({c.id for c in fresh} & {c.id for c in cases})
-    if drawn:
+    if drawn and model is not None:
+        report.notes.append(f"{drawn} case(s) drawn for {model.name}'s configuration from seed {opts.seed} "
+                            f"(--seed {opts.seed} draws them again)")
+    elif drawn:
         report.notes.append(f"{drawn} fresh case(s) drawn at run time from seed {opts.seed} "
                             f"(--seed {opts.seed} draws them again)")
     if proto.dtype_free and tuple(opts.dtypes) != DEFAULT_DTYPES:
@@ -773,6 +797,14 @@ def run(
     if progress is not None:
         progress.finish(report)
     return report
+
+
+def _check_model_layout(opts: Options, model, cases) -> None:
+    """An explicit --layout other than the model's would leave every case out: a usage error."""
+    layouts = sorted({c.params.get("layout") for c in cases} - {None})
+    if opts.layout != "auto" and layouts and opts.layout not in layouts:
+        raise OptionError(f"--layout {opts.layout}: {model.name} pairs {' and '.join(layouts)}; at a model's "
+                          "configuration the model's layout is graded (leave --layout out)")
 
 
 def _probe(proto, invoker, cases, opts: Options, report: Report):

@@ -53,6 +53,13 @@ def add_parser(subparsers) -> None:
                         "folder upward) is graded, one summary line each, and the worst exit code is returned")
     p.add_argument("--protocol", metavar="NAME",
                    help=f"one of: {', '.join(registry.protocol_names())} (required with a TARGET)")
+    p.add_argument("--model", metavar="NAME",
+                   help="grade at this model's configuration (`posref models` lists them): its head size, "
+                        "rotary fraction, layout, base, scaling, heads and context, on cases drawn for it from "
+                        "the seed instead of the committed vectors")
+    p.add_argument("--model-config", metavar="FILE",
+                   help="the same from a Hugging Face config.json (rope_scaling or rope_parameters); a field "
+                        "posref cannot read is a one-line error naming it")
     p.add_argument("--config", metavar="FILE",
                    help="with no TARGET: the posref.toml or pyproject.toml listing the adapters")
     p.add_argument("--adapter", dest="adapters", action="append", metavar="NAME",
@@ -163,6 +170,8 @@ def options_from_args(args):
         grad=args.grad,
         autocast=args.autocast,
         debug=args.debug,
+        model=args.model,
+        model_config=args.model_config,
     )
 
 

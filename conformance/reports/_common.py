@@ -32,6 +32,14 @@ def summary_line(report, *, digest_chars: Optional[int] = 16) -> str:
     )
 
 
+def model_line(model: dict) -> str:
+    """"llama-3.1-8b (https://...)" or "my_config (/path/config.json, sha256 abcd...)": the model a
+    run graded at (Report.model)."""
+    if model.get("source"):
+        return f"{model.get('name')} ({model['source']})"
+    return f"{model.get('name')} ({model.get('config')}, sha256 {str(model.get('sha256'))[:16]}...)"
+
+
 def count_text(report) -> str:
     """"120 passed, 3 failed, 2 identities failed": the verdict counts of a report."""
     counts = report.summary()

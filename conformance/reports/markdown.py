@@ -18,7 +18,7 @@ import re
 
 from conformance.isolation import printable
 from conformance.reports._common import autocast_overview, case_reason, codes, fmt_float, grad_overview, \
-    graded_gradients, messages, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
+    graded_gradients, messages, model_line, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 MAX_MESSAGES = 4  # distinct messages shown per cause, as in the terminal report
@@ -109,6 +109,8 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out.append(_row("Vectors digest", _code(report.vectors_digest)))
     out.append(_row("Protocol", report.protocol))
     out.append(_row("Target", _code(report.target)))
+    if report.model:
+        out.append(_row("Model", _text(model_line(report.model))))
     out.append(_row("Profile", report.profile))
     if report.probe:
         out.append(_row("Probe", report.probe.get("summary") or "-"))

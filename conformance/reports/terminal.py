@@ -18,7 +18,7 @@ import os
 import sys
 
 from conformance.reports._common import autocast_overview, case_reason, codes, failure_details, fmt_float, \
-    grad_overview, grad_summary, identity_counts, output_dtype_note, summary_line
+    grad_overview, grad_summary, identity_counts, model_line, output_dtype_note, summary_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -184,6 +184,8 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
             indent=2)
     if report.probe and report.probe.get("reason"):
         out.add(f"why: {report.probe['reason']}", indent=4)
+    if report.model:
+        out.add(f"model {model_line(report.model)}", indent=2)
     for note in report.notes:
         out.add(f"note: {note}", indent=2)
     for line in ([grad_overview(report)] if grad_overview(report) else []) + autocast_overview(report):

@@ -97,12 +97,22 @@ def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "s
     proto = catalog.protocol(protocol)
     if proto.fresh is None:
         return []
+    # The inputs come from the seed's own name for the case: they change with every seed.
+    return computed_cases(protocol, _groups(proto, int(seed), shapes), group=GROUP,
+                          inputs_group=f"fresh-{int(seed)}", flag=FLAG, backend=backend)
+
+
+def computed_cases(protocol: str, groups, *, group: str, inputs_group: str, flag: str,
+                   backend: str = "cpu") -> list[GoldenCase]:
+    """GoldenCases ``<protocol>/<group>/<test>`` of the TestGroupSpecs ``groups``, each flagged
+    ``flag``, their inputs seeded by ``<protocol>/<inputs_group>/<test>`` and their expected
+    values computed by the family's reference in golden mode when grading asks for them (fresh
+    cases; a model's cases, reference.zoo.cases)."""
+    proto = catalog.protocol(protocol)
     cases = []
-    for tg in _groups(proto, int(seed), shapes):
+    for tg in groups:
         for test in tg.tests:
-            case_id = fresh_id(protocol, test.name)
-            # The inputs come from the seed's own name for the case: they change with every seed.
-            test_params, inputs = proto.build(f"{protocol}/fresh-{int(seed)}/{test.name}", dict(tg.params), test)
+            test_params, inputs = proto.build(f"{protocol}/{inputs_group}/{test.name}", dict(tg.params), test)
             params = {**tg.params, **test_params}
             held = {role: _read_only(np.array(inputs[role], dtype=dtype))
                     for role, dtype in proto.arrays.items() if role in inputs}
@@ -110,8 +120,8 @@ def fresh_cases(protocol: str, seed: int, backend: str = "cpu", shapes: str = "s
             # The expected values are computed when grading asks for them, after the adapter's
             # call, and never kept (store.CaseArrays): an in-process adapter cannot find them.
             arrays = CaseArrays(held, outputs, _Outputs(proto, params, inputs, backend), order=tuple(proto.arrays))
-            cases.append(GoldenCase(id=case_id, protocol=protocol, group=GROUP, params=params,
-                                    comment=test.comment, flags=[*test.flags, FLAG], arrays=arrays))
+            cases.append(GoldenCase(id=f"{protocol}/{group}/{test.name}", protocol=protocol, group=group,
+                                    params=params, comment=test.comment, flags=[*test.flags, flag], arrays=arrays))
     return cases
 
 
@@ -183,5 +193,5 @@ def kind_of(case_id: str, seed: int) -> str:
     return case_id
 
 
-__all__ = ["Draw", "FLAG", "GROUP", "MAX_SEED", "SHAPES", "fresh_cases", "fresh_id", "is_fresh", "kind_of", "kinds",
+__all__ = ["Draw", "FLAG", "GROUP", "MAX_SEED", "SHAPES", "computed_cases", "fresh_cases", "fresh_id", "is_fresh", "kind_of", "kinds",
            "names", "new_seed"]

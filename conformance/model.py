@@ -1,0 +1,77 @@
+"""Grading at a model's configuration: ``--model NAME`` (a zoo record) or ``--model-config FILE``
+(a Hugging Face ``config.json``), issue 27.
+
+The config is read by the families (reference.zoo.plan: one error naming the field posref cannot
+read, never a silent default) and the cases are drawn for it from the run's seed and computed by
+the reference on the spot (reference.zoo.cases): the model's own head size, rotary fraction, pair
+layout, base, scaling, head count and context, at the positions that break real ports. The report
+names the model (``Report.model``) beside the suite version, so that a review can cite
+"posref 0.5.0, model llama-3.1-8b, case rope.apply/llama-3.1-8b/decode-131071".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from conformance.errors import UsageError, did_you_mean
+
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is kilobytes; LongRoPE's factor lists included
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str  # what case ids carry: the zoo name, or the config's file stem
+    config: dict
+    described: dict  # Report.model: {"name", "source"} or {"name", "config", "sha256"}
+
+
+def resolve(name=None, config_path=None) -> Model:
+    """The model of ``--model NAME`` or ``--model-config FILE``; UsageError (one line) for an
+    unknown name or a file that is not a JSON object."""
+    from reference import zoo
+
+    if name is not None and config_path is not None:
+        raise UsageError("--model and --model-config name one model each: give one of them")
+    if name is not None:
+        if name not in zoo.names():
+            raise UsageError(f"--model: no model {name!r} in the zoo{did_you_mean(name, zoo.names())} "
+                             "(`posref models` lists them; --model-config FILE reads a config.json)")
+        record = zoo.load(name)
+        return Model(name, record["config"], {"name": name, "source": record["source"]["url"]})
+    try:
+        with open(config_path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"--model-config: cannot read {config_path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"--model-config: {config_path} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a config.json")
+    try:
+        config = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"--model-config: {config_path} is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"--model-config: {config_path} holds a {type(config).__name__}, not a config object")
+    stem = os.path.splitext(os.path.basename(config_path))[0]
+    label = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem) or "config"
+    return Model(label, config, {"name": label, "config": os.path.abspath(config_path),
+                                 "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def cases(model: Model, protocol: str, seed: int) -> list:
+    """The GoldenCases of ``protocol`` drawn for the model from ``seed``; UsageError when the
+    config cannot be read or does not imply ``protocol``."""
+    from reference.zoo.cases import cases as model_cases
+    from reference.zoo.plan import ConfigError
+
+    where = f"--model {model.name}" if "source" in model.described else f"--model-config {model.described['config']}"
+    try:
+        by_protocol = model_cases(model.config, model.name, seed)
+    except ConfigError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    if protocol not in by_protocol:
+        implied = ", ".join(by_protocol) or "no protocol posref grades at a model's configuration yet"
+        raise UsageError(f"{where}: the model's configuration implies {implied}, not {protocol}")
+    return by_protocol[protocol]

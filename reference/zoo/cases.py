@@ -1,0 +1,33 @@
+"""A model's cases: drawn for its configuration from a seed, computed by the reference on the spot.
+
+``cases(config, model, seed)`` reads the config (reference.zoo.plan) and asks each family that
+reads it for its test groups (``reference/<family>/model_cases.py``: ``groups(setting, draw)``).
+Case ids are ``<protocol>/<model>/<test>``, or ``<protocol>/<model>-<layer kind>/<test>`` for a
+model with several RoPEs (Gemma 3's ``sliding_attention`` and ``full_attention``); they name what
+was drawn, the seed draws the values (as fresh cases do, reference.golden.fresh).
+"""
+
+from __future__ import annotations
+
+from reference import families
+from reference.golden.fresh import Draw, computed_cases
+from reference.zoo.plan import plan
+
+FLAG = "Model"
+
+
+def cases(config: dict, model: str, seed: int, backend: str = "cpu") -> dict:
+    """{protocol: [GoldenCase]} for every protocol the config implies; ConfigError (one line)
+    for a config posref cannot read."""
+    out = {}
+    for protocol, settings in plan(config).items():
+        maker = families.part(protocol.split(".", 1)[0], "model_cases")
+        if maker is None:
+            continue
+        for setting in settings:
+            group = model if setting.kind == "all" else f"{model}-{setting.kind}"
+            draw = Draw(seed, f"{protocol}/{group}")
+            out.setdefault(protocol, []).extend(computed_cases(
+                protocol, maker.groups(setting, draw), group=group, inputs_group=f"{group}-{int(seed)}",
+                flag=FLAG, backend=backend))
+    return out

@@ -1,0 +1,184 @@
+"""Grading at a model's configuration (issue 27): ``--model NAME`` and ``--model-config FILE``.
+
+The configuration bugs of real ports are re-enacted at the model whose configuration they break:
+GPT-J graded with NEOX pairing (layout-swapped), Code Llama's base 1e6 dropped (wrong-base),
+GPT-NeoX's partial rotary ignored (rotary-dim-mismatch), Llama 3.1's llama3 scaling dropped and
+Gemma 3's global layers scaled like its local ones (scaling-mismatch); the correct twins pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conformance import run_conformance
+from conformance.cli import main
+from conformance.model import resolve
+from reference import zoo
+from reference.golden import catalog, store
+from reference.zoo.cases import cases as model_cases
+
+ROOT = Path(__file__).resolve().parents[2]
+HF = str(ROOT / "examples/rope/hf_rotate_half.py") + ":apply"
+GPTJ = str(ROOT / "examples/rope/gptj_rotate_every_two.py") + ":apply"
+BUGGY = ROOT / "examples/rope/buggy"
+
+# A port that reads head size, rotary size and base but drops spec.scaling (the llama3 type in
+# llama.cpp, Unsloth and mlx-vlm; Gemma 3's global layers scaled like its local ones).
+SCALING_DROPPED = '''
+import torch
+from conformance import Unsupported
+
+def apply(x, positions, spec):
+    if spec.layout != "half":
+        raise Unsupported("half only")
+    r, h = spec.rotary_dim, spec.rotary_dim // 2
+    inv = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
+    ang = positions.to(torch.float64)[..., None] * inv
+    cos = torch.cat([ang.cos()] * 2, -1)[:, :, None, :]
+    sin = torch.cat([ang.sin()] * 2, -1)[:, :, None, :]
+    xr = x[..., :r].to(torch.float64)
+    out = xr * cos + torch.cat([-xr[..., h:], xr[..., :h]], -1) * sin
+    return torch.cat([out.to(x.dtype), x[..., r:]], -1)
+'''
+
+
+def _grade(target, model, **options):
+    return run_conformance(target, "rope.apply", model=model, seed=5, dtypes=("float32",), identities=False,
+                           **options)
+
+
+def _codes(report) -> set:
+    return {d.code for c in report.cases if c.verdict in ("fail", "error") for d in c.diagnoses}
+
+
+@pytest.mark.parametrize("buggy, model, code", [
+    ("layout_swapped", "gpt-j-6b", "layout-swapped"),
+    ("wrong_base", "codellama-7b", "wrong-base"),
+    ("rotary_dim_mismatch", "gpt-neox-20b", "rotary-dim-mismatch"),
+])
+def test_a_configuration_bug_fails_at_the_model_it_breaks(buggy, model, code):
+    report = _grade(f"{BUGGY / buggy}.py:apply", model)
+    assert report.summary()["overall"] == "fail"
+    assert _codes(report) == {code}
+
+
+@pytest.mark.parametrize("target, model", [(GPTJ, "gpt-j-6b"), (HF, "codellama-7b"), (HF, "llama-3.1-8b"),
+                                           (HF, "gemma-3-12b"), (HF, "gpt-neox-20b")])
+def test_the_correct_twin_passes_at_its_model(target, model):
+    report = _grade(target, model)
+    assert report.summary()["overall"] == "pass", [(c.id, c.verdict) for c in report.cases]
+    assert not any(c.verdict == "skip" for c in report.cases)
+
+
+def test_a_dropped_scaling_fails_only_where_the_model_scales(tmp_path):
+    (tmp_path / "port.py").write_text(SCALING_DROPPED)
+    target = f"{tmp_path / 'port.py'}:apply"
+    llama = _grade(target, "llama-3.1-8b")
+    assert _codes(llama) == {"scaling-mismatch"}
+    gemma = _grade(target, "gemma-3-12b")
+    bad = {c.id.split("/")[1] for c in gemma.cases if c.verdict == "fail"}
+    good = {c.id.split("/")[1] for c in gemma.cases if c.verdict in ("pass", "acceptable")}
+    assert bad == {"gemma-3-12b-full_attention"} and good == {"gemma-3-12b-sliding_attention"}
+    assert _codes(gemma) == {"scaling-mismatch"}
+    # Dynamic NTK changes nothing up to the original context: only the case past it fails.
+    internlm = _grade(target, "internlm3-8b")
+    assert [c.id for c in internlm.cases if c.verdict == "fail"] == ["rope.apply/internlm3-8b/decode-32768-seq32769"]
+
+
+def test_the_cases_reach_what_breaks_real_ports():
+    config = zoo.load("phi-3.5-mini")["config"]
+    (cases,) = model_cases(config, "phi-3.5-mini", 11).values()
+    names = [c.id.rsplit("/", 1)[1] for c in cases]
+    assert {"prefill-8", "decode-131071", "row-offsets", "left-padded"} <= set(names)
+    # LongRoPE switches tables at the original context: one step below, at and above it.
+    assert {"decode-4094-seq4095", "decode-4095-seq4096", "decode-4096-seq4097"} <= set(names)
+    assert all(c.arrays["x"].shape[2] == 32 for c in cases)  # the model's 32 attention heads
+    (llama,) = model_cases(zoo.load("llama-3.1-8b")["config"], "llama-3.1-8b", 11).values()
+    assert "decode-262143" in {c.id.rsplit("/", 1)[1] for c in llama}  # past the context: llama3 extrapolates
+
+
+def test_ids_stay_and_values_change_with_the_seed():
+    config = zoo.load("llama-3.1-8b")["config"]
+    (one,) = model_cases(config, "llama-3.1-8b", 1).values()
+    (two,) = model_cases(config, "llama-3.1-8b", 2).values()
+    (again,) = model_cases(config, "llama-3.1-8b", 1).values()
+    assert [c.id for c in one] == [c.id for c in two]
+    assert not np.array_equal(one[0].arrays["x"], two[0].arrays["x"])
+    assert one[1].arrays["positions"].tolist() != two[1].arrays["positions"].tolist()  # "drawn"
+    assert all(np.array_equal(a.arrays["expected"], b.arrays["expected"]) for a, b in zip(one, again))
+
+
+def test_the_zoo_record_reproduces_the_certified_vectors_of_the_same_model():
+    """The record's parameters, on the committed case's inputs, give its certified outputs."""
+    (setting,) = __import__("reference.rope.model_config", fromlist=["settings"]).settings(
+        zoo.load("llama-3.1-8b")["config"])
+    stored = store.get_case("rope.apply/llama3.1-d128/decode-131071")
+    inputs = {role: stored.arrays[role] for role in ("x", "positions")}
+    params = {**stored.params, **setting.params}
+    out = catalog.protocol("rope.apply").compute(params, inputs, "cpu")
+    np.testing.assert_array_equal(np.asarray(out["expected"]), stored.arrays["expected"])
+
+
+def _hf_config(tmp_path, name: str, form: str) -> Path:
+    config = copy.deepcopy(zoo.load(name)["config"])
+    if form == "rope_parameters":
+        config["rope_parameters"] = {**(config.pop("rope_scaling") or {"rope_type": "default"}),
+                                     "rope_theta": config.pop("rope_theta")}
+    path = tmp_path / f"{form}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_model_config_reads_both_forms_and_the_report_names_the_file(tmp_path):
+    reports = []
+    for form in ("rope_scaling", "rope_parameters"):
+        report = run_conformance(HF, "rope.apply", model_config=_hf_config(tmp_path, "llama-3.1-8b", form), seed=5,
+                                 dtypes=("float32",), identities=False)
+        assert report.summary()["overall"] == "pass"
+        assert report.model["config"] == str(tmp_path / f"{form}.json") and len(report.model["sha256"]) == 64
+        reports.append(report)
+    assert [c.id.split("/", 2)[2] for c in reports[0].cases] == [c.id.split("/", 2)[2] for c in reports[1].cases]
+
+
+def test_the_report_names_the_model_and_the_repro_repeats_the_case(tmp_path):
+    (tmp_path / "port.py").write_text(SCALING_DROPPED)
+    target = f"{tmp_path / 'port.py'}:apply"
+    report = _grade(target, "llama-3.1-8b")
+    assert report.model == {"name": "llama-3.1-8b", "source": zoo.load("llama-3.1-8b")["source"]["url"]}
+    assert report.to_json()["model"]["name"] == "llama-3.1-8b" and report.seed == 5
+    bad = next(c for c in report.cases if c.verdict == "fail")
+    assert "--model llama-3.1-8b" in bad.repro and "--seed 5" in bad.repro and f"--cases {bad.id}" in bad.repro
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "llama-3.1-8B"], "no model 'llama-3.1-8B' in the zoo (did you mean 'llama-3.1-8b'?)"),
+    (["--model", "bloom-176b"], "--model bloom-176b: model_type 'bloom': no posref family reads"),
+    (["--model", "ministral-3-3b"], "does not take llama_4_scaling_beta"),
+    (["--model", "gpt-j-6b", "--layout", "half"], "--layout half: gpt-j-6b pairs interleaved"),
+    (["--model", "llama-3.1-8b", "--model-config", "x.json"], "give one of them"),
+    (["--model-config", "/nonexistent/config.json"], "cannot read /nonexistent/config.json"),
+])
+def test_model_mistakes_are_one_line_exit_2(args, message, capsys):
+    assert main(["conform", HF, "--protocol", "rope.apply", "--no-fresh", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_config_field_posref_cannot_read_is_named(tmp_path, capsys):
+    config = copy.deepcopy(zoo.load("llama-3.1-8b")["config"])
+    config["rope_scaling"]["rope_type"] = "su"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["conform", HF, "--protocol", "rope.apply", "--model-config", str(tmp_path / "config.json")]) == 2
+    err = capsys.readouterr().err
+    assert "rope_scaling: " in err and "'su'" in err and err.count("\n") == 1
+
+
+def test_resolve_labels_a_config_file_by_its_name(tmp_path):
+    path = tmp_path / "My Model.json"
+    path.write_text("{}")
+    assert resolve(config_path=str(path)).name == "My-Model"
