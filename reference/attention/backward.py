@@ -84,8 +84,11 @@ import math
 import mpmath
 import numpy as np
 
+from reference.numerics import rotation
+from reference.numerics.frequencies import frequencies
+from reference.numerics.layouts import pair_indices
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 from .core import GOLDEN_PREC, MAX_ABS, check_config, check_inputs, kernel_stages, stages
 
@@ -106,7 +109,7 @@ def check_cotangent(g, shape) -> np.ndarray:
 
 
 def _rope_vjp(x, positions, c, backend="numpy"):
-    from reference.rope.backward import apply_vjp
+    from reference.numerics.rotation_backward import apply_vjp
 
     return apply_vjp(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
                      seq_len=c.seq_len or None, backend=backend)
@@ -295,8 +298,6 @@ def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:
     dW_o^T, with db the bias's tangent when ``tangents`` holds the bias's parameters (T5: the
     tangent table read at each bucket; FIRE: reference.fire.backward.bias_jvp per batch row).
     Used by the adjoint identities <g, J dx> = <J^T g, dx> (identities.py)."""
-    from reference import rope
-
     c = config
     X, W, p = st["X"], st["W"], st["p"]
     b, s, D = X.shape
@@ -312,7 +313,7 @@ def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:
     if c.encoding == "rope":
         kw = dict(rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling, seq_len=c.seq_len or None,
                   backend="numpy")
-        dq, dk = rope.apply(dq, st["positions"], **kw), rope.apply(dk, st["positions"], **kw)
+        dq, dk = rotation.apply(dq, st["positions"], **kw), rotation.apply(dk, st["positions"], **kw)
     zeros = np.zeros((b, P, hkv, d))
     dkeys = np.concatenate([zeros, dk], axis=1)[:, :, heads]
     dvals = np.concatenate([zeros, dv], axis=1)[:, :, heads]
@@ -347,11 +348,9 @@ def _bias_tangent(st, tangents, c):
 
 def _rope_magnitude(m, config):
     """f (|a| + |b|) on both members of every rotated pair (a bound on |R x| from |x| <= m)."""
-    from reference import rope
-
     c = config
-    f = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[1]
-    first, second = rope.pair_indices(c.rot, c.layout)
+    f = frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[1]
+    first, second = pair_indices(c.rot, c.layout)
     out = m.copy()
     pair = f * (m[..., first] + m[..., second])
     out[..., first] = pair
@@ -425,9 +424,7 @@ def forward_factors(st: dict, config, *, u: float, a: float, t: float, angle: fl
     r_p = gamma(D, a) + u
     r_r = 0.0
     if c.encoding == "rope":
-        from reference import rope
-
-        theta = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
+        theta = frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
         mmax = float(np.max(np.abs(st["positions"]), initial=0))
         r_r = 2 * angle * mmax * float(np.max(theta)) + 4 * t + 5 * u
     r_qk = chain(r_p, r_r)

@@ -11,8 +11,9 @@ from typing import Any, Mapping, Optional
 import mpmath
 import numpy as np
 
+from reference.numerics import rotation
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_base, check_layout, check_mode
+from reference.numerics.validate import check_backend, check_base, check_layout, check_mode
 
 ENCODINGS = ("rope", "alibi", "none", "kerple", "fire", "t5")
 BIASES = ("alibi", "kerple", "fire", "t5")  # the additive-bias encodings
@@ -80,7 +81,7 @@ def check_config(c: Config) -> Config:
             raise ValueError(f"rotary_dim: must be even, got {r}")
         check_base(c.base)
         check_layout(c.layout)
-        from reference.rope import scaling as scaling_types
+        from reference.numerics import scaling as scaling_types
 
         scaling_types.resolve(c.scaling)
     if c.encoding == "kerple":
@@ -236,9 +237,7 @@ def t5_bias(c: Config, q_positions, k_positions, table) -> np.ndarray:
 
 
 def _rope(x, positions, c, backend):
-    from reference import rope
-
-    return rope.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
+    return rotation.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
                       seq_len=c.seq_len or None, backend=backend)
 
 
@@ -407,7 +406,7 @@ def _golden(hidden, weights, positions, config, attention_mask, past_keys, past_
 
 
 def _golden_frequencies(c):
-    from reference.rope import scaling as scaling_types
+    from reference.numerics import scaling as scaling_types
 
     rope_type, params = scaling_types.resolve(c.scaling)
     theta, factor = scaling_types.exact(rope_type, params, c.rot, c.base, c.seq_len or None)

@@ -2,7 +2,7 @@
 
 A second reading of the same formula in another form: projections as mpmath matrix products,
 RoPE as the complex product (a + i b) e^(i m theta) (RoFormer, arXiv 2104.09864, eq. 12) with
-frequencies and attention factor from reference.rope.scaling_oracle, ALiBi slopes from
+frequencies and attention factor from reference.numerics.scaling_oracle, ALiBi slopes from
 reference.alibi.oracle, the other biases from their families' own oracles (KERPLE:
 reference.kerple.oracle; FIRE: reference.fire.oracle; T5: reference.t5.oracle's buckets, then the
 table), the softmax as exp(z - logsumexp(z)), GQA by repeating each kv head (HF repeat_kv).
@@ -70,7 +70,7 @@ def bias_exact(params, weights, q_positions, k_positions):
 def forward_exact(hidden, weights, positions, params, attention_mask, past_keys, past_values):
     """object [b, s, D] of mpf: the exact output (0 in rows where no key is visible)."""
     from reference.alibi.oracle import slopes_exact
-    from reference.rope.scaling_oracle import exact as scaling_exact
+    from reference.numerics.scaling_oracle import exact as scaling_exact
 
     hq, hkv, d = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])
     enc, causal = params["encoding"], bool(params["causal"])
@@ -145,7 +145,7 @@ def vjp_exact(g, hidden, weights, positions, params, attention_mask, past_keys, 
     sum_hij dz_hij db_hij/dtheta with db/dtheta by forward-mode (dual number) differentiation of
     the FIRE bias written out again here (``_fire_tangent``; backward.py's is reverse mode)."""
     from reference.alibi.oracle import slopes_exact
-    from reference.rope.scaling_oracle import exact as scaling_exact
+    from reference.numerics.scaling_oracle import exact as scaling_exact
 
     hq, hkv, d = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])
     enc, causal = params["encoding"], bool(params["causal"])

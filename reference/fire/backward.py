@@ -40,7 +40,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 from .core import EPS, INIT_L, ROLES, _check_config, check_weights, positions
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from reference import rope
+from reference.numerics import rotation
 from reference.gaussian_rope import DOCUMENT_KERNEL, apply, kernel, score
 from reference.identities import register
 
@@ -60,7 +60,7 @@ def score_factors() -> float:
         for n in POSITIONS:
             lhs = _dot(_f(q, m), _f(k, n))
             km, kn = (float(kernel(np.array([p]), DOCUMENT_KERNEL, mode="golden")[0]) for p in (m, n))
-            plain = _dot(rope.apply(q, np.array([[m]]), backend="numpy"), rope.apply(k, np.array([[n]]), backend="numpy"))
+            plain = _dot(rotation.apply(q, np.array([[m]]), backend="numpy"), rotation.apply(k, np.array([[n]]), backend="numpy"))
             scale = km * kn * math.sqrt(_dot(q, q) * _dot(k, k))
             if scale > 0:
                 worst = max(worst, abs(lhs - km * kn * plain) / scale)
@@ -119,7 +119,7 @@ def backward_adjoint() -> float:
     9.9u N in the dot product (Cauchy-Schwarz); the fsum dot adds 2u N. 11.9u N per side, 23.8u apart.
     """
     from reference.gaussian_rope import backward
-    from reference.rope import backward as rope_backward
+    from reference.numerics import rotation_backward
 
     rng = np.random.default_rng(20240102)
     worst = 0.0
@@ -130,8 +130,8 @@ def backward_adjoint() -> float:
         grad = backward.apply_vjp(g, BACKWARD_POSITIONS, **kw)
         jdx = apply(dx, BACKWARD_POSITIONS, **kw)
         amp = kernel(BACKWARD_POSITIONS, DOCUMENT_KERNEL)[:, :, None]
-        weights = rope_backward.pair_weights(g, dx, 48, layout, (amp[..., None], amp))
-        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, jdx, weights))
+        weights = rotation_backward.pair_weights(g, dx, 48, layout, (amp[..., None], amp))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, jdx, weights))
     return worst
 
 

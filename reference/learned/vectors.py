@@ -343,11 +343,9 @@ def shape_matrix(draw) -> list:
     return out
 
 
-def fresh_lookups(draw, shapes="sample") -> list[TestGroupSpec]:
-    """learned.lookup's fresh cases: the drawn lookups, then the shape matrix: all of it when
-    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_lookups(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw)
+# learned.lookup's fresh cases: the drawn lookups, then the shape matrix: all of it when ``shapes``
+# is "full", else one case of each kind of SAMPLE_KINDS (drawn).
+fresh_lookups = serving.fresh_cases(_drawn_lookups, shape_matrix, SAMPLE_KINDS)
 
 
 # --------------------------------------------------------------------------------------------

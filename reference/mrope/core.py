@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import phase
-from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
+from reference.numerics import phase
+from reference.numerics.validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
 
 VARIANTS = ("qwen2", "qwen3")

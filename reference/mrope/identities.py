@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference import rope
+from reference.numerics import rotation
 from reference.identities import register
 from reference.mrope import apply, streams
 
@@ -18,7 +18,7 @@ def text_is_rope() -> float:
     and both are the correctly rounded value of the same real."""
     x = np.random.default_rng(1).standard_normal((1, 4, 1, 128))
     p = np.array([[0, 1, 4095, 2**20]])
-    expected = rope.apply(x, p, base=1e6, mode="golden")
+    expected = rotation.apply(x, p, base=1e6, mode="golden")
     return max(float(np.max(np.abs(apply(x, np.stack([p, p, p]), mrope_section=sec, variant=v, base=1e6,
                                          mode="golden") - expected))) for sec, v in CONFIGS)
 
@@ -50,7 +50,7 @@ def backward_adjoint() -> float:
     (Cauchy-Schwarz); the fsum dot adds 2u N. Both sides 9.1u N: 18.2u apart.
     """
     from reference.mrope import backward
-    from reference.rope import backward as rope_backward
+    from reference.numerics import rotation_backward
 
     rng = np.random.default_rng(2409_12191)
     worst = 0.0
@@ -59,6 +59,6 @@ def backward_adjoint() -> float:
         g, dx = rng.standard_normal((2, 6, 2, 64)), rng.standard_normal((2, 6, 2, 64))
         kw = dict(mrope_section=section, variant=variant, rotary_dim=48, layout=layout, backend="numpy")
         grad = backward.apply_vjp(g, pos, **kw)
-        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, apply(dx, pos, **kw),
-                                                          rope_backward.pair_weights(g, dx, 48, layout)))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, apply(dx, pos, **kw),
+                                                          rotation_backward.pair_weights(g, dx, 48, layout)))
     return worst

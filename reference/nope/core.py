@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope._validate import check_backend, check_mode, check_positions, check_x
+from reference.numerics.validate import check_backend, check_mode, check_positions, check_x
 
 
 def apply(x, positions, *, backend: str = "cpu", mode: str = "fast") -> np.ndarray:

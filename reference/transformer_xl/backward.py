@@ -39,7 +39,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 from .core import _distance_table, check_config, check_inputs, inv_freq_mp, score, sinusoid
 

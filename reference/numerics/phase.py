@@ -55,7 +55,7 @@ import mpmath
 import numpy as np
 
 from . import numpy_twin
-from ._validate import (
+from .validate import (
     MAX_ABS_POSITION,
     check_backend,
     check_base,
@@ -164,7 +164,7 @@ def table_from_mp(key: Hashable, values: Callable) -> FrequencyTable:
 def ladder(rotary_dim, base=10000.0) -> FrequencyTable:
     """The RoPE ladder theta_i = base**(-2i/r), i = 0..r/2-1 (RoFormer eq. 15), base taken exactly.
 
-    rotary_dim: positive even integer; base: a real in [1, 2**64] (see _validate.check_base).
+    rotary_dim: positive even integer; base: a real in [1, 2**64] (see validate.check_base).
     """
     r = check_rotary_dim(rotary_dim)
     b = check_base(base)
@@ -394,8 +394,8 @@ def _rotate(out, m, table, r, layout, backend, mode, *, shared=False):
 
 
 def _kernels(backend):
-    """The kernel module of a Numba backend, imported on first use (so importing reference.rope
-    compiles nothing and never imports numba.cuda)."""
+    """The kernel module of a Numba backend, imported on first use (numba start-up cost: importing
+    reference.numerics.phase compiles nothing and never imports numba.cuda)."""
     if backend == "cpu":
         from . import cpu_kernels
 
