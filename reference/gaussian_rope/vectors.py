@@ -196,7 +196,7 @@ def _drawn_case(draw) -> list:
         _t("drawn", f"Drawn at run time: kernel {kernel}, {b} x {s} positions.", (flag,), rows),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. The kernel is
 # wide (K(131071) = 0.068) so that far rows are not all zeros: with seed 002's kernel K underflows
 # past m = 771 and a row left unrotated there would still match 0 within the floor. Sizes: the

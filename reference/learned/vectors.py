@@ -295,7 +295,7 @@ def _drawn_lookups(draw) -> list[TestGroupSpec]:
     return [TestGroupSpec(params, tests, model["source"])]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and table widths (a lookup has no heads axis; its width is the axis an
 # implementation could confuse with the batch or the sequence), every position drawn from the
 # run's seed and inside the table (0 and the last position included). A lookup is one addition

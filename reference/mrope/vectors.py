@@ -137,7 +137,7 @@ def _drawn_cases(draw) -> list:
     return out
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. Sizes: the
 # golden reference settles every output in mpmath (about 60 us each), so the matrix keeps the
 # shapes and drops the bulk: head 16 with the models' section patterns scaled down (qwen2's

@@ -71,7 +71,7 @@ def _drawn_case(draw) -> list:
                                                      f"heads, head dim {d}.", (), positions, h),))]
 
 
-# The serving shape matrix (issue 14) with rope.apply's sizes (reference/rope/vectors.py): batched
+# The serving shape matrix (issue 14) with rope.apply's sizes (reference/rope/vectors/fresh.py): batched
 # decode, tile-boundary lengths with two rows, head counts and a long prefill, at head 128 (Llama
 # 4's and SmolLM3's), every position drawn from the run's seed. The expected output is x itself:
 # about 2.6 million values, graded exactly in about a second.

@@ -13,7 +13,7 @@ x and positions of each step. The arrays hold the steps concatenated along the s
 
 ``cast``: the runner casts the module with ``module.to(dtype)`` (as ``model.to(torch.bfloat16)``)
 before the first step. The scripts re-enact documented bugs of stateful rotary modules (see the
-comments of each test and ``NOTES``). Registered in reference/rope/vectors.py (``PROTOCOLS``,
+comments of each test and ``NOTES``). Registered in reference/rope/vectors/ (``PROTOCOLS``,
 ``groups()``, ``NOTES``), which the golden catalog reads.
 """
 

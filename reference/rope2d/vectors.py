@@ -108,7 +108,7 @@ def _drawn_case(draw) -> list:
                                             params["cls_tokens"]),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched rows of
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched rows of
 # one patch, tile-boundary lengths and head counts, every coordinate drawn from the run's seed.
 # Coordinates go up to 4095 (a 4096 x 4096 patch grid), the 2-D counterpart of rope.apply's
 # 131071. Sizes: the golden reference settles every output in mpmath (about 80 us each), so the

@@ -90,7 +90,7 @@ def _drawn_case(draw) -> list:
         _t("drawn", f"Drawn at run time: {b} x {s} positions near {start}.", (), rows),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. Positions stay
 # below 4096: one call shares one centring c, and zeta_0^(-|m - c|/B) (zeta_0 = 2/7, B = 512)
 # leaves float16's range once two rows are more than about 9000 positions apart, whatever c is.
