@@ -59,14 +59,20 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.numerics import rotation
-from reference.numerics import rotation_backward
-from reference.numerics import phase
-from reference.numerics.validate import (check_backend, check_base, check_layout, check_mode, check_positions,
-                                      check_x, resolve_rotary_dim)
+from reference.numerics import phase, rotation, rotation_backward
 from reference.numerics.layouts import pair_indices
+from reference.numerics.validate import (
+    check_backend,
+    check_base,
+    check_layout,
+    check_mode,
+    check_positions,
+    check_x,
+    resolve_rotary_dim,
+)
 
-from .core import apply, check_kernel, fast_kernel_values, kernel as kernel_values
+from .core import _factor, apply, check_kernel, fast_kernel_values
+from .core import kernel as kernel_values
 
 __all__ = ["apply_vjp", "score_vjp", "score_vjp_bound", "mutants"]
 
@@ -115,8 +121,6 @@ def score_vjp(G, q, k, q_positions, k_positions, *, kernel, rotary_dim=None, bas
         return rotation_backward.apply_vjp(aq, qp, **kw), rotation_backward.apply_vjp(ak, kp, **kw)
     table = phase.ladder(r, b)
     first, second = pair_indices(r, layout)
-    from .core import _factor
-
     factor = _factor(kernel)
     grad_q = np.empty(qx.shape)
     grad_k = np.empty(kx.shape)
@@ -164,10 +168,10 @@ def _weighted_sums(backend):
     if backend == "numpy":
         return _einsum_sums
     if backend == "cpu":
-        from . import cpu_kernels
+        from . import cpu_kernels  # numba start-up: imported on first use
 
         return cpu_kernels.weighted_sums
-    from . import cuda_kernels
+    from . import cuda_kernels  # numba start-up: imported on first use
 
     return cuda_kernels.weighted_sums
 

@@ -9,11 +9,19 @@ from collections import OrderedDict
 import mpmath
 import numpy as np
 
-from reference.numerics import rotation
-from reference.numerics import phase
+from reference.numerics import phase, rotation
+from reference.numerics.ddmath import fast_two_sum, two_prod, two_sum
 from reference.numerics.layouts import pair_indices
-from reference.numerics.validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
-                                      check_x, resolve_rotary_dim)
+from reference.numerics.validate import (
+    as_x,
+    check_backend,
+    check_base,
+    check_layout,
+    check_mode,
+    check_positions,
+    check_x,
+    resolve_rotary_dim,
+)
 
 DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}  # seed document 002's example
 
@@ -77,8 +85,6 @@ def _gaussian_term(mf, a, s) -> np.ndarray:
     rounding more: 3 ulps of K (FAST_KERNEL_ULPS).
     Terms with |q| < 2**-200 are a (exactly the rounded value); with |q| > 64 (e > 2048) or
     m / s overflowing (tiny s) they are 0, as exactly rounded."""
-    from reference.numerics.ddmath import fast_two_sum, two_prod, two_sum
-
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         q = mf / s
     aq = np.abs(q)

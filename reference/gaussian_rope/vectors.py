@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import gaussian_rope
+from reference.gaussian_rope import oracle
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
@@ -159,8 +161,6 @@ def build_score(case_id: str, params: dict, test: GaussianTest):
 
 
 def compute_score(params: dict, inputs: dict, backend: str) -> dict:
-    from reference import gaussian_rope
-
     out = gaussian_rope.score(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
                               kernel=params["kernel"], rotary_dim=params["rotary_dim"], base=params["base"],
                               layout=params["layout"], mode="golden")
@@ -178,8 +178,6 @@ def shapes_score(params: dict, arrays: dict) -> dict:
 
 
 def exact_score(params: dict, inputs: dict) -> dict:
-    from reference.gaussian_rope import oracle
-
     return {"expected": oracle.score_exact(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
                                            params["rotary_dim"], params["base"], params["layout"], params["kernel"])}
 
@@ -256,8 +254,6 @@ def build_apply(case_id: str, params: dict, test: GaussianTest):
 
 
 def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
-    from reference import gaussian_rope
-
     out = gaussian_rope.apply(inputs["x"], inputs["positions"], kernel=params["kernel"],
                               rotary_dim=params["rotary_dim"], base=params["base"], layout=params["layout"],
                               backend=backend, mode="golden")
@@ -273,8 +269,6 @@ def shapes_apply(params: dict, arrays: dict) -> dict:
 
 
 def exact_apply(params: dict, inputs: dict) -> dict:
-    from reference.gaussian_rope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
                                            params["layout"], params["kernel"])}
 

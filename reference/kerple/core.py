@@ -93,8 +93,8 @@ def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast
             return -a[:, None, None] * log1p_product(b[:, None, None], d)
         return -a[:, None, None] * np.power(d, b[:, None, None])
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(a, b, qp, kp, variant == "log")
 

@@ -35,6 +35,7 @@ import numpy as np
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.learned import lookup, oracle, rows
 
 PROTOCOL = "learned.lookup"
 D_MODEL = 8  # see the module docstring: the tables are stored inputs
@@ -354,8 +355,6 @@ fresh_lookups = serving.fresh_cases(_drawn_lookups, shape_matrix, SAMPLE_KINDS)
 
 def _refused(params: dict, positions: np.ndarray) -> bool:
     """True when the reference refuses these positions (some row outside the table)."""
-    from reference.learned import rows
-
     try:
         rows(positions, params["num_positions"], variant=params["variant"],
              padding_idx=params["padding_idx"])
@@ -383,8 +382,6 @@ def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
     """``expected`` = reference.learned.lookup(x, positions, table) [b, s, d_model], float64 (one
     correctly rounded addition: golden and fast mode are the same). A ``must_raise`` case gets an
     empty ``expected`` after checking that the reference does refuse it."""
-    from reference.learned import lookup
-
     kwargs = dict(variant=params["variant"], padding_idx=params["padding_idx"], backend=backend)
     if params["must_raise"]:
         try:
@@ -408,8 +405,6 @@ def shapes_lookup(params: dict, arrays: dict) -> dict:
 
 def exact_lookup(params: dict, inputs: dict) -> dict:
     """The exact sums in mpmath (reference.learned.oracle), or nothing for a must_raise case."""
-    from reference.learned import oracle
-
     if params["must_raise"]:
         return {"expected": np.empty((0,), dtype=object)}
     return {"expected": oracle.lookup_exact(inputs["x"], inputs["positions"], inputs["table"],

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.numerics import rotation
 from reference.identities import register
-from reference.mrope import apply, streams
+from reference.mrope import apply, backward, streams
+from reference.numerics import rotation, rotation_backward
 
 CONFIGS = (([16, 24, 24], "qwen2"), ([24, 20, 20], "qwen3"))
 
@@ -49,9 +49,6 @@ def backward_adjoint() -> float:
     5u (|a c| + |b s|) <= 5u |pair| per element, 7.1u |pair| per pair (RoPE's count), 7.1u N in the dot
     (Cauchy-Schwarz); the fsum dot adds 2u N. Both sides 9.1u N: 18.2u apart.
     """
-    from reference.mrope import backward
-    from reference.numerics import rotation_backward
-
     rng = np.random.default_rng(2409_12191)
     worst = 0.0
     for variant, section, layout in (("qwen2", (4, 10, 10), "half"), ("qwen3", (8, 8, 8), "interleaved")):

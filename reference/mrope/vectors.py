@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import mrope
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.mrope import oracle
+from reference.mrope.positions import rope_index
 
 PROTOCOL = "mrope.apply"
 POSITIONS = "mrope.positions"
@@ -273,8 +276,6 @@ def build_positions(case_id, params, test):
 
 
 def compute_positions(params, inputs, backend):
-    from reference.mrope.positions import rope_index
-
     return {"expected": rope_index(inputs["token_types"], inputs["grids"])}
 
 
@@ -286,8 +287,6 @@ def shapes_positions(params, arrays):
 
 
 def exact_positions(params, inputs):
-    from reference.mrope import oracle
-
     return {"expected": oracle.rope_index_exact(inputs["token_types"], inputs["grids"])}
 
 
@@ -303,8 +302,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import mrope
-
     return {"expected": mrope.apply(inputs["x"], inputs["positions"], backend=backend, mode="golden", **_kwargs(params))}
 
 
@@ -317,8 +314,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.mrope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
                                            params["layout"], params["mrope_section"], params["variant"])}
 

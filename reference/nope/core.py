@@ -16,7 +16,7 @@ def apply(x, positions, *, backend: str = "cpu", mode: str = "fast") -> np.ndarr
     if backend == "numpy":
         return x
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.copy(x)

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import nope
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.nope import oracle
 
 APPLY = "nope.apply"
 HF_LLAMA4 = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama4/modeling_llama4.py"
@@ -128,8 +130,6 @@ def build_apply(case_id, params, test):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import nope
-
     return {"expected": nope.apply(inputs["x"], inputs["positions"], backend=backend, mode="golden")}
 
 
@@ -138,8 +138,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.nope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"])}
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.numerics import rotation
 from reference.identities import register
-from reference.rope2d import apply
+from reference.numerics import rotation, rotation_backward
+from reference.numerics.layouts import pair_indices
+from reference.rope2d import apply, backward
+from reference.rope2d.vectors import grid_coords, mixed_freqs
 
 D = 32
 
@@ -28,8 +30,6 @@ def separable() -> float:
     x = _x(1)
     worst = 0.0
     for layout in ("interleaved", "half"):
-        from reference.numerics.layouts import pair_indices
-
         first, second = pair_indices(D, layout)
         xa, xb = np.concatenate([first[: D // 4], second[: D // 4]]), np.concatenate([first[D // 4:], second[D // 4:]])
         base = apply(x, COORDS, layout=layout, mode="golden", backend="numpy")
@@ -67,8 +67,6 @@ def resolution_change() -> float:
     """Residual: max difference between the patches of a 4 x 6 grid computed inside an 8 x 12 grid
     and the 4 x 6 grid computed on its own (row-major positions recomputed). Bound 0: golden values
     are exact functions of each patch's input and coordinates."""
-    from reference.rope2d.vectors import grid_coords, mixed_freqs
-
     big, small = grid_coords(8, 12, 0), grid_coords(4, 6, 0)
     keep = [y * 12 + x for y in range(4) for x in range(6)]
     worst = 0.0
@@ -95,9 +93,6 @@ def backward_adjoint() -> float:
     and 2u N from the fsum dot. For RoPE-Mixed the argument does not even need accurate cos/sin: the
     backward turns by exactly the computed forward angle, backwards.
     """
-    from reference.numerics import rotation_backward
-    from reference.rope2d import backward
-
     rng = np.random.default_rng(2403_13298)
     worst = 0.0
     cases = ((dict(base=100.0, layout="interleaved", order=("x", "y"), cls_tokens=1), 2),

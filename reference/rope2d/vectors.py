@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import rope2d
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.rope2d import oracle
 
 PROTOCOL = "rope2d.apply"
 ROPE_VIT = "https://arxiv.org/abs/2403.13298"
@@ -206,8 +208,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import rope2d
-
     return {"expected": rope2d.apply(inputs["x"], inputs["coords"], backend=backend, mode="golden", **_kwargs(params))}
 
 
@@ -220,8 +220,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.rope2d import oracle
-
     if params["freqs"] is not None:
         return {"expected": oracle.mixed_exact(inputs["x"], inputs["coords"], params["freqs"], params["layout"],
                                                params["cls_tokens"])}

@@ -9,6 +9,7 @@ import numbers
 import mpmath
 import numpy as np
 
+from reference import sinusoidal
 from reference.golden.certify import nearest_double
 from reference.numerics.validate import check_backend, check_mode
 
@@ -77,8 +78,6 @@ def sinusoid(positions, d_model: int, *, backend="cpu", mode="fast") -> np.ndarr
     """R_p = [sin(p w) | cos(p w)] float64 [n, d_model] for integer positions [n] (Transformer-XL
     ``PositionalEmbedding``, concatenated halves, w_c = 10000^(-2c/d_model)); reference.sinusoidal's
     exactly reduced table: fast within 1.5 ulp, golden correctly rounded."""
-    from reference import sinusoidal
-
     return sinusoidal.table(np.asarray(positions, dtype=np.int64), d_model, layout="concatenated",
                             exponent="2i/d", base=BASE, backend=backend, mode=mode)
 
@@ -139,9 +138,9 @@ def score(q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, backend="cpu", mo
         position = np.einsum("ihe,ijhe->hij", q + v, r)
         return (content + position) / math.sqrt(d_head)
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.score(q, k, u, v, w, R, index)
 
 

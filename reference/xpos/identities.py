@@ -8,7 +8,8 @@ import mpmath
 import numpy as np
 
 from reference.identities import register
-from reference.xpos import apply, zeta
+from reference.numerics import rotation_backward
+from reference.xpos import apply, backward, zeta
 from reference.xpos.core import zeta_mp
 
 U = 2.0 ** -53
@@ -91,9 +92,6 @@ def backward_adjoint() -> float:
     (5u per element of the pair's norm) times the scale rounded once (u) and one product (u), 9.9u
     s_i |pair| per pair, and an fsum dot (2u N): 23.8u N for both.
     """
-    from reference.numerics import rotation_backward
-    from reference.xpos import backward
-
     rng = np.random.default_rng(2212_10554)
     positions = np.array([[0, 1, 5, 511, 512, 4096, 20000]])  # scales stay normal (zeta_0^39)
     worst = 0.0

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import xpos
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.xpos import oracle
 
 PROTOCOL = "xpos.apply"
 XPOS = "https://arxiv.org/abs/2212.10554"
@@ -154,8 +156,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import xpos
-
     q, k = xpos.apply(inputs["q"], inputs["k"], inputs["positions"], backend=backend, mode="golden",
                       **_kwargs(params))
     return {"expected_q": q, "expected_k": k}
@@ -170,8 +170,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.xpos import oracle
-
     q, k = oracle.apply_exact(inputs["q"], inputs["k"], inputs["positions"], params["rotary_dim"], params["base"],
                               params["layout"], params["scale_base"], params["gamma"], 0.0)
     return {"expected_q": q, "expected_k": k}
