@@ -18,14 +18,14 @@ import pkgutil
 from types import ModuleType
 from typing import Optional
 
+import reference
+
 # Subpackages of reference/ that serve every family and are not families themselves.
-SHARED = ("golden", "identities", "zoo")
+SHARED = ("golden", "identities", "numerics", "zoo")
 
 
 def names() -> list[str]:
     """The family names, sorted (one per subpackage of reference/ that is not SHARED)."""
-    import reference
-
     return sorted(
         info.name
         for info in pkgutil.iter_modules(reference.__path__)

@@ -592,7 +592,7 @@ def scaled_mutants(spec, plain) -> list:
     the original length read from the extended one (factor x original), LongRoPE's short and long
     factors swapped. Each mutant's frequencies and attention factor come from reference.rope."""
     from reference import rope
-    from reference.rope import scaling as scaling_types
+    from reference.numerics import scaling as scaling_types
 
     scaling = dict(spec.scaling)
     rope_type = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"

@@ -19,7 +19,7 @@ class RopeSpec:
                 "interleaved" (pairs (2i, 2i+1), GPT-J / Meta rotate_every_two)
     scaling     None, or a dict in HF ``rope_parameters`` form, e.g.
                 {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-                (types and keys: reference/rope/scaling/). Its attention factor is graded as HF
+                (types and keys: reference/numerics/scaling/). Its attention factor is graded as HF
                 applies it: a multiplier on cos and sin (docs/design.md, "RoPE scaling").
     seq_len     the sequence length the case models (dynamic scalings depend on it)
     tensor_layout  how x and positions are handed over (rope.apply, rope.apply_qk):

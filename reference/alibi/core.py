@@ -8,7 +8,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 
 def _check_heads(n):
@@ -71,7 +71,7 @@ def bias(num_heads, q_positions, k_positions, *, causal=True, backend="cpu", mod
         d = (qp[:, None] - kp[None, :]).astype(np.float64)
         return -m[:, None, None] * (d if causal else np.abs(d))
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(m, qp, kp, bool(causal))

@@ -6,8 +6,7 @@ A single ``mul.rn.f64`` per element: bit-identical to the CPU kernel and NumPy.
 import numpy as np
 from numba import boolean, cuda, float64, int64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def bias_kernel(m, qp, kp, causal, out):
@@ -29,13 +28,10 @@ _bias_jit = cuda.jit(bias_kernel)
 
 
 def bias(m: np.ndarray, qp: np.ndarray, kp: np.ndarray, causal: bool) -> np.ndarray:
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
+    check_device()
     out = np.empty((m.shape[0], qp.shape[0], kp.shape[0]))
     if out.size == 0:
         return out
     d_out = cuda.to_device(out)
-    blocks = max(1, min(_MAX_BLOCKS, (out.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-    _bias_jit[blocks, THREADS_PER_BLOCK](cuda.to_device(np.ascontiguousarray(m)), cuda.to_device(qp),
-                                         cuda.to_device(kp), causal, d_out)
+    _bias_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(m), cuda.to_device(qp), cuda.to_device(kp), causal, d_out)
     return d_out.copy_to_host()

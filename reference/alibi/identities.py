@@ -7,7 +7,7 @@ import math
 import mpmath
 import numpy as np
 
-from reference.alibi import bias, slopes_mp
+from reference.alibi import bias, slopes, slopes_mp
 from reference.identities import register
 
 
@@ -48,7 +48,6 @@ def row_constant() -> float:
         e = np.exp(z)
         return e / np.array([[math.fsum(r) for r in h] for h in e])[..., None]
 
-    from reference.alibi import slopes
 
     shifted = b + slopes(n)[:, None, None] * np.arange(L)[None, :, None]  # fairseq's m j = -m (i - j) + m i
     return float(np.max(np.abs(softmax(scores + b) - softmax(scores + shifted))))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
+from reference import alibi
+from reference.alibi import oracle
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 
 SLOPES, BIAS = "alibi.slopes", "alibi.bias"
@@ -81,8 +83,6 @@ def build_slopes(case_id, params, test):
 
 
 def compute_slopes(params, inputs, backend):
-    from reference import alibi
-
     return {"expected": alibi.slopes(params["num_heads"], mode="golden")}
 
 
@@ -92,8 +92,6 @@ def build_bias(case_id, params, test):
 
 
 def compute_bias(params, inputs, backend):
-    from reference import alibi
-
     return {"expected": alibi.bias(params["num_heads"], inputs["q_positions"], inputs["k_positions"],
                                    causal=params["causal"], backend=backend, mode="golden")}
 
@@ -107,15 +105,11 @@ def shapes_bias(params, arrays):
 
 
 def exact_slopes(params, inputs):
-    from reference.alibi import oracle
-
     with mpmath.workprec(200):
         return {"expected": np.array(oracle.slopes_exact(params["num_heads"]), dtype=object)}
 
 
 def exact_bias(params, inputs):
-    from reference.alibi import oracle
-
     with mpmath.workprec(200):
         return {"expected": oracle.bias_exact(params["num_heads"], inputs["q_positions"], inputs["k_positions"],
                                               params["causal"])}

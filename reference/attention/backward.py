@@ -84,10 +84,33 @@ import math
 import mpmath
 import numpy as np
 
+from reference import fire
+from reference.fire import EPS, INIT_L
+from reference.fire.backward import bias_jvp, bias_vjp, features
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.kerple import FAST_ULPS
+from reference.numerics import rotation
+from reference.numerics.frequencies import frequencies
+from reference.numerics.layouts import pair_indices
+from reference.numerics.rotation_backward import apply_vjp
+from reference.numerics.validate import check_backend, check_mode
 
-from .core import GOLDEN_PREC, MAX_ABS, check_config, check_inputs, kernel_stages, stages
+from .core import (
+    BASE_WEIGHTS,
+    FIRE_WEIGHTS,
+    GOLDEN_PREC,
+    MAX_ABS,
+    T5_WEIGHTS,
+    _golden_frequencies,
+    _golden_rotate,
+    check_config,
+    check_inputs,
+    golden_bias,
+    kernel_stages,
+    stages,
+    t5_bias,
+    t5_buckets,
+)
 
 ROLES = ("hidden", "wq", "wk", "wv", "wo")
 U = 2.0**-53
@@ -106,8 +129,6 @@ def check_cotangent(g, shape) -> np.ndarray:
 
 
 def _rope_vjp(x, positions, c, backend="numpy"):
-    from reference.rope.backward import apply_vjp
-
     return apply_vjp(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
                      seq_len=c.seq_len or None, backend=backend)
 
@@ -151,8 +172,6 @@ def vjp_from_stages(st: dict, g: np.ndarray, config, *, logit_scale=None, rope_b
 
 def bias_roles(config) -> tuple:
     """The weights dict's bias parameters that get a gradient: T5's table, FIRE's MLP, else ()."""
-    from .core import FIRE_WEIGHTS, T5_WEIGHTS
-
     return {"t5": T5_WEIGHTS, "fire": FIRE_WEIGHTS}.get(config.encoding, ())
 
 
@@ -164,8 +183,6 @@ def roles(config) -> tuple:
 def t5_scatter(values: np.ndarray, st: dict, c) -> np.ndarray:
     """[num_buckets, hq]: sum of values [b, hq, s, K] over the visible (b, i, j) of each bucket
     (np.add.at: one float64 rounding per term, in order)."""
-    from .core import t5_buckets
-
     out = np.zeros((c.num_buckets, c.num_heads))
     vis = st["vis"]
     for bi in range(values.shape[0]):
@@ -182,10 +199,6 @@ def bias_gradients(st: dict, dS: np.ndarray, c, backend: str = "numpy") -> dict:
         return {"rel_bias": t5_scatter(dS, st, c)}
     if c.encoding != "fire":
         return {}
-    from reference.fire.backward import bias_vjp
-
-    from .core import FIRE_WEIGHTS
-
     w = {n: st["W"][n] for n in FIRE_WEIGHTS}
     pos, kpos = st["positions"], st["kpos"]
     rows = [bias_vjp(dS[bi], pos[bi], kpos[bi], w, backend=backend) for bi in range(dS.shape[0])]
@@ -281,8 +294,6 @@ def _kernel_bias_gradients(kern, dS, st, c, backend) -> dict:
     """T5's table by the backend's scatter kernel; FIRE's MLP by its VJP on the same backend."""
     if c.encoding != "t5":
         return bias_gradients(st, dS, c, backend)
-    from .core import t5_buckets
-
     buckets = np.stack([t5_buckets(c, st["positions"][bi], st["kpos"][bi]) for bi in range(dS.shape[0])])
     return {"rel_bias": kern.t5_scatter(dS, buckets.reshape(st["vis"].shape), st["vis"], c.num_buckets)}
 
@@ -295,8 +306,6 @@ def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:
     dW_o^T, with db the bias's tangent when ``tangents`` holds the bias's parameters (T5: the
     tangent table read at each bucket; FIRE: reference.fire.backward.bias_jvp per batch row).
     Used by the adjoint identities <g, J dx> = <J^T g, dx> (identities.py)."""
-    from reference import rope
-
     c = config
     X, W, p = st["X"], st["W"], st["p"]
     b, s, D = X.shape
@@ -312,7 +321,7 @@ def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:
     if c.encoding == "rope":
         kw = dict(rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling, seq_len=c.seq_len or None,
                   backend="numpy")
-        dq, dk = rope.apply(dq, st["positions"], **kw), rope.apply(dk, st["positions"], **kw)
+        dq, dk = rotation.apply(dq, st["positions"], **kw), rotation.apply(dk, st["positions"], **kw)
     zeros = np.zeros((b, P, hkv, d))
     dkeys = np.concatenate([zeros, dk], axis=1)[:, :, heads]
     dvals = np.concatenate([zeros, dv], axis=1)[:, :, heads]
@@ -330,12 +339,8 @@ def _bias_tangent(st, tangents, c):
     if not names or not any(n in tangents for n in names):
         return 0.0
     if c.encoding == "t5":
-        from .core import t5_bias
-
         return np.stack([t5_bias(c, st["positions"][bi], st["kpos"][bi], tangents["rel_bias"])
                          for bi in range(st["positions"].shape[0])])
-    from reference.fire.backward import bias_jvp
-
     w = {n: st["W"][n] for n in names}
     direction = {n: tangents.get(n, np.zeros(np.shape(w[n]))) for n in names}
     return np.stack([bias_jvp(direction, st["positions"][bi], st["kpos"][bi], w)
@@ -347,11 +352,9 @@ def _bias_tangent(st, tangents, c):
 
 def _rope_magnitude(m, config):
     """f (|a| + |b|) on both members of every rotated pair (a bound on |R x| from |x| <= m)."""
-    from reference import rope
-
     c = config
-    f = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[1]
-    first, second = rope.pair_indices(c.rot, c.layout)
+    f = frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[1]
+    first, second = pair_indices(c.rot, c.layout)
     out = m.copy()
     pair = f * (m[..., first] + m[..., second])
     out[..., first] = pair
@@ -425,9 +428,7 @@ def forward_factors(st: dict, config, *, u: float, a: float, t: float, angle: fl
     r_p = gamma(D, a) + u
     r_r = 0.0
     if c.encoding == "rope":
-        from reference import rope
-
-        theta = rope.frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
+        theta = frequencies(c.rot, c.base, c.scaling, c.seq_len or None)[0]
         mmax = float(np.max(np.abs(st["positions"]), initial=0))
         r_r = 2 * angle * mmax * float(np.max(theta)) + 4 * t + 5 * u
     r_qk = chain(r_p, r_r)
@@ -505,10 +506,6 @@ def error_factor(st: dict, config, *, u: float, a: float, t: float, angle: float
 
 def _fire_rows(st, c):
     """[(float64 weights, reference.fire.backward.features)] per batch row."""
-    from reference.fire.backward import features
-
-    from .core import FIRE_WEIGHTS
-
     w = {n: st["W"][n] for n in FIRE_WEIGHTS}
     return w, [features(st["positions"][bi], st["kpos"][bi], w) for bi in range(st["positions"].shape[0])]
 
@@ -517,8 +514,6 @@ def fire_magnitudes(st: dict, G: np.ndarray, c) -> dict:
     """{FIRE role: N}: FIRE's VJP on magnitudes for a cotangent magnitude G [b, hq, s, K] >= 0:
     every hidden unit counted as active (so a ReLU mask decided either way is covered), |W1|, |W2|,
     a_k <= |W1_k| x + |b1_k| (x >= 0), and x's two derivative paths in c added, |t1| + |t2|."""
-    from reference.fire import INIT_L
-
     w, rows = _fire_rows(st, c)
     W1, W2, b1 = np.abs(w["W1"][:, 0]), np.abs(w["W2"]), np.abs(w["b1"])
     out = {n: 0.0 for n in ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
@@ -600,12 +595,8 @@ def _bias_error(st, c, u):
     if c.encoding == "alibi":
         own = u * bias
     elif c.encoding == "kerple":
-        from reference.kerple import FAST_ULPS
-
         own = 2 * FAST_ULPS * u * bias
     elif c.encoding == "fire":
-        from reference import fire
-
         w = {n: st["W"][n] for n in fire.ROLES}
         kpos, pos = st["kpos"], st["positions"]
         own = np.stack([fire.fast_bound(pos[i], kpos[i], w) for i in range(pos.shape[0])])
@@ -618,8 +609,6 @@ def _bias_error(st, c, u):
 
 
 def _golden(g, st, c) -> dict:
-    from .core import BASE_WEIGHTS, _golden_frequencies, _golden_rotate, golden_bias, t5_buckets
-
     X, W = st["X"], st["W"]
     b, s, D = X.shape
     hq, hkv, d = c.num_heads, c.num_kv_heads, c.head_dim
@@ -724,8 +713,6 @@ def _golden_fire_vjp(G, vis, q_positions, k_positions, W) -> dict:
     taken as sum_j G_hij (beta_h(i, j) - beta_h(i, j0)), j0 its first visible key: equal in exact
     arithmetic, and exactly 0 where beta is constant along the row (b2 always; b1_k where unit k's
     mask does not change along it), so those gradients are exact zeros, not rounding residue."""
-    from reference.fire import EPS, INIT_L
-
     mpf = mpmath.mpf
     heads, hidden = np.shape(W["W2"])
     c, lm = mpf(float(W["c"])), mpf(float(W["L_multiplier"]))

@@ -11,8 +11,16 @@ from typing import Any, Mapping, Optional
 import mpmath
 import numpy as np
 
+from reference import alibi, fire, kerple, t5
+from reference.alibi import slopes_mp
+from reference.fire import EPS, INIT_L
+from reference.fire.core import check_weights
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_base, check_layout, check_mode
+from reference.kerple.core import check_params, check_variant
+from reference.numerics import rotation
+from reference.numerics import scaling as scaling_types
+from reference.numerics.validate import check_backend, check_base, check_layout, check_mode
+from reference.t5.core import check_config as check_t5
 
 ENCODINGS = ("rope", "alibi", "none", "kerple", "fire", "t5")
 BIASES = ("alibi", "kerple", "fire", "t5")  # the additive-bias encodings
@@ -80,19 +88,13 @@ def check_config(c: Config) -> Config:
             raise ValueError(f"rotary_dim: must be even, got {r}")
         check_base(c.base)
         check_layout(c.layout)
-        from reference.rope import scaling as scaling_types
-
         scaling_types.resolve(c.scaling)
     if c.encoding == "kerple":
-        from reference.kerple.core import check_params, check_variant
-
         check_variant(c.kerple_variant)
         r1, _ = check_params(c.kerple_r1, c.kerple_r2)
         if r1.size != hq:
             raise ValueError(f"kerple_r1: must hold one value per query head ({hq}), got {r1.size}")
     if c.encoding == "t5":
-        from reference.t5.core import check_config as check_t5
-
         _int(c.num_buckets, "num_buckets", 2, 2**20)
         _int(c.max_distance, "max_distance", 2, MAX_POSITION)
         check_t5(c.num_buckets, c.max_distance, not c.causal)  # buckets in [0, num_buckets), or refused
@@ -162,8 +164,6 @@ def check_inputs(hidden, weights, positions, c, attention_mask, past_keys, past_
 def _fire_weights(weights, hq) -> dict:
     """FIRE's MLP as reference.fire checks it (c, L_multiplier scalars; W1 [hidden, 1], b1, W2
     [hq, hidden], b2 [hq]), float64; W2 must have one row per query head."""
-    from reference.fire.core import check_weights
-
     w = check_weights({n: np.asarray(weights[n]) for n in FIRE_WEIGHTS})
     if w["W2"].shape[0] != hq:
         raise ValueError(f"W2: must have one row per query head ({hq}), got {w['W2'].shape[0]}")
@@ -202,17 +202,11 @@ def _bias(c: Config, kpos: np.ndarray, positions: np.ndarray, backend: str, W: M
     if c.encoding not in BIASES:
         return np.zeros((b, c.num_heads, s, kpos.shape[1]))
     if c.encoding == "alibi":
-        from reference import alibi
-
         rows = [alibi.bias(c.num_heads, positions[i], kpos[i], causal=c.causal, backend=backend) for i in range(b)]
     elif c.encoding == "kerple":
-        from reference import kerple
-
         rows = [kerple.bias(positions[i], kpos[i], c.kerple_variant, c.kerple_r1, c.kerple_r2, backend=backend)
                 for i in range(b)]
     elif c.encoding == "fire":
-        from reference import fire
-
         w = {n: W[n] for n in FIRE_WEIGHTS}
         rows = [fire.bias(positions[i], kpos[i], w, backend=backend) for i in range(b)]
     else:
@@ -222,8 +216,6 @@ def _bias(c: Config, kpos: np.ndarray, positions: np.ndarray, backend: str, W: M
 
 def t5_buckets(c: Config, q_positions, k_positions) -> np.ndarray:
     """int64 [s, K]: T5's bucket of j - i (reference.t5.bucket; bidirectional when not causal)."""
-    from reference import t5
-
     rel = np.asarray(k_positions, dtype=np.int64)[None, :] - np.asarray(q_positions, dtype=np.int64)[:, None]
     values, inverse = np.unique(rel, return_inverse=True)  # t5.bucket decides each distance in mpmath
     found = t5.bucket(values, num_buckets=c.num_buckets, max_distance=c.max_distance, bidirectional=not c.causal)
@@ -236,9 +228,7 @@ def t5_bias(c: Config, q_positions, k_positions, table) -> np.ndarray:
 
 
 def _rope(x, positions, c, backend):
-    from reference import rope
-
-    return rope.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
+    return rotation.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
                       seq_len=c.seq_len or None, backend=backend)
 
 
@@ -309,6 +299,7 @@ def fast_bound(hidden, weights, positions, config, *, attention_mask=None, past_
     cancel (|out| << N). Measured (tests/attention/test_attention_audit.py): with the tests' uniform
     weights, 4.6 (cpu) and 11 to 17 (numpy) u max|out| once the logits reach about 10; the bound
     holds with room to spare."""
+    # cycle: backward.py imports this module at its top (stages, checks, GOLDEN_PREC)
     from .backward import U, _bias_error, _stages, forward_factors, gamma
 
     st = _stages(hidden, weights, positions, config, attention_mask, past_keys, past_values)
@@ -331,9 +322,9 @@ def kernel_stages(X, W, pos, mask, pk, pv, c, backend) -> dict:
     inputs: qr [b, s, hq, d] (after the encoding), keys, values [b, P+s, hkv, d] (cache first),
     bias [b, hq, s, P+s], vis, kpos, all C-contiguous, and the backend's kernels module."""
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     b, s, dm = X.shape
     P, d, hq, hkv = pk.shape[2], c.head_dim, c.num_heads, c.num_kv_heads
     flat = X.reshape(b * s, dm)
@@ -407,16 +398,12 @@ def _golden(hidden, weights, positions, config, attention_mask, past_keys, past_
 
 
 def _golden_frequencies(c):
-    from reference.rope import scaling as scaling_types
-
     rope_type, params = scaling_types.resolve(c.scaling)
     theta, factor = scaling_types.exact(rope_type, params, c.rot, c.base, c.seq_len or None)
     return [mpmath.mpf(t) for t in theta], mpmath.mpf(factor)
 
 
 def _golden_slopes(c):
-    from reference.alibi import slopes_mp
-
     return slopes_mp(c.num_heads)
 
 
@@ -438,8 +425,6 @@ def golden_bias(c: Config, W: Mapping, q_positions, k_positions):
             dist = qp[i] - kp[j]
             out[h, i, j] = -slopes[h] * (dist if c.causal else abs(dist))
     elif c.encoding == "kerple":
-        from reference import kerple
-
         r1, r2 = kerple.clamp(c.kerple_variant, c.kerple_r1, c.kerple_r2)
         for h, i, j in np.ndindex(out.shape):
             n = abs(qp[i] - kp[j])
@@ -449,8 +434,6 @@ def golden_bias(c: Config, W: Mapping, q_positions, k_positions):
             else:
                 out[h, i, j] = -a * mpmath.power(n, e) if n else mpf(0)
     elif c.encoding == "fire":
-        from reference.fire import EPS, INIT_L
-
         w1 = [mpf(float(v)) for v in np.ravel(W["W1"])]
         b1 = [mpf(float(v)) for v in W["b1"]]
         w2 = [[mpf(float(v)) for v in row] for row in W["W2"]]

@@ -11,7 +11,7 @@ its own (the same terms in the same order), so the results are bit-identical to 
 output; but many outputs are advanced together, term by term, so that the inner loops run over
 independent outputs and vectorise (``dot2`` alone is a chain of dependent additions), and rows
 run in parallel on Numba's pool (small calls on the calling thread, as in
-reference.rope.cpu_kernels). Compute-bound: Dot2 costs about 20 floating-point operations per
+reference.numerics.cpu_kernels). Compute-bound: Dot2 costs about 20 floating-point operations per
 multiply-add (Dekker's splitting, TwoSum), against 2 in a BLAS product.
 
 The backward (reference/attention/backward.py, backend "cpu") reuses ``project`` for its
@@ -289,7 +289,7 @@ def t5_scatter_kernel(dS, buckets, vis, out):
 
 
 # below this many multiply-adds a kernel runs on the calling thread: a parallel region waits for
-# every worker to be scheduled, up to a time slice on a busy machine (reference.rope.cpu_kernels)
+# every worker to be scheduled, up to a time slice on a busy machine (reference.numerics.cpu_kernels)
 PARALLEL_MIN_WORK = 1 << 22
 
 

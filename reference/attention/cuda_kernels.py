@@ -25,8 +25,7 @@ import numpy as np
 from numba import boolean, config, cuda, float64, int64
 from numba.cuda import libdevice
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def _plain_mul(a, b):
@@ -229,48 +228,34 @@ _key_value_backward_jit = cuda.jit(key_value_backward_kernel)
 _t5_scatter_jit = cuda.jit(t5_scatter_kernel)
 
 
-def _check():
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda "
-                         "is imported")
-
-
-def _blocks(n):
-    return max(1, min(_MAX_BLOCKS, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-
-
-def _device(v):
-    return cuda.to_device(np.ascontiguousarray(v))
-
-
 def project(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """a [n, k] @ w [m, k]^T by Dot2 -> [n, m]."""
-    _check()
+    check_device()
     out = np.empty((a.shape[0], w.shape[0]))
     if out.size == 0:
         return out
     d_out = cuda.to_device(out)
-    _project_jit[_blocks(out.size), THREADS_PER_BLOCK](_device(a), _device(w), d_out)
+    _project_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(a), to_device(w), d_out)
     return d_out.copy_to_host()
 
 
 def attend(q, keys, values, bias, vis, scale, group) -> np.ndarray:
     """As cpu_kernels.attend."""
-    _check()
+    check_device()
     out = np.empty(q.shape)
     rows = q.shape[0] * q.shape[1] * q.shape[2]
     if out.size == 0:
         return out
     d_out = cuda.to_device(out)
     scratch = cuda.device_array((rows, max(1, keys.shape[1])))
-    _attend_jit[_blocks(rows), THREADS_PER_BLOCK](_device(q), _device(keys), _device(values), _device(bias),
-                                                  _device(vis), float(scale), int(group), scratch, d_out)
+    _attend_jit[blocks(rows), THREADS_PER_BLOCK](to_device(q), to_device(keys), to_device(values), to_device(bias),
+                                                  to_device(vis), float(scale), int(group), scratch, d_out)
     return d_out.copy_to_host()
 
 
 def softmax_backward(q, keys, values, bias, vis, dO, scale, group):
     """As cpu_kernels.softmax_backward: (o, p, dS, dQ)."""
-    _check()
+    check_device()
     b, s, hq, d = q.shape
     K = keys.shape[1]
     if q.size == 0 or K == 0:
@@ -278,32 +263,32 @@ def softmax_backward(q, keys, values, bias, vis, dO, scale, group):
     o, p = cuda.device_array(q.shape), cuda.device_array((b, hq, s, K))
     dS, dQ = cuda.device_array((b, hq, s, K)), cuda.device_array(q.shape)
     rows = b * s * hq
-    d_keys, d_vis = _device(keys), _device(vis)
+    d_keys, d_vis = to_device(keys), to_device(vis)
     scratch = cuda.device_array((rows, K))
-    _softmax_backward_jit[_blocks(rows), THREADS_PER_BLOCK](_device(q), d_keys, _device(values), _device(bias),
-                                                            d_vis, _device(dO), float(scale), int(group), scratch,
+    _softmax_backward_jit[blocks(rows), THREADS_PER_BLOCK](to_device(q), d_keys, to_device(values), to_device(bias),
+                                                            d_vis, to_device(dO), float(scale), int(group), scratch,
                                                             o, p, dS)
-    _query_backward_jit[_blocks(dQ.size), THREADS_PER_BLOCK](dS, d_keys, d_vis, float(scale), int(group), dQ)
+    _query_backward_jit[blocks(dQ.size), THREADS_PER_BLOCK](dS, d_keys, d_vis, float(scale), int(group), dQ)
     return o.copy_to_host(), p.copy_to_host(), dS.copy_to_host(), dQ.copy_to_host()
 
 
 def key_value_backward(q, dO, p, dS, vis, scale, group, past, num_kv_heads):
     """As cpu_kernels.key_value_backward: (dK, dV) of the new tokens."""
-    _check()
+    check_device()
     b, s, hq, d = q.shape
     if b * s * num_kv_heads * d == 0:
         return np.zeros((b, s, num_kv_heads, d)), np.zeros((b, s, num_kv_heads, d))
     dK, dV = cuda.device_array((b, s, num_kv_heads, d)), cuda.device_array((b, s, num_kv_heads, d))
-    _key_value_backward_jit[_blocks(dK.size), THREADS_PER_BLOCK](_device(dS), _device(p), _device(q), _device(dO),
-                                                                 _device(vis), float(scale), int(group), int(past),
+    _key_value_backward_jit[blocks(dK.size), THREADS_PER_BLOCK](to_device(dS), to_device(p), to_device(q), to_device(dO),
+                                                                 to_device(vis), float(scale), int(group), int(past),
                                                                  dK, dV)
     return dK.copy_to_host(), dV.copy_to_host()
 
 
 def t5_scatter(dS, buckets, vis, num_buckets) -> np.ndarray:
     """As cpu_kernels.t5_scatter: [num_buckets, hq]."""
-    _check()
+    check_device()
     out = cuda.device_array((num_buckets, dS.shape[1]))
-    _t5_scatter_jit[_blocks(out.size), THREADS_PER_BLOCK](_device(dS), _device(np.asarray(buckets, dtype=np.int64)),
-                                                          _device(vis), out)
+    _t5_scatter_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(dS), to_device(np.asarray(buckets, dtype=np.int64)),
+                                                          to_device(vis), out)
     return out.copy_to_host()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.attention import Config, forward, stages
+from reference.attention import Config, backward, forward, stages
+from reference.attention.backward import _stages, roles
 from reference.identities import register
 
 U = 2.0**-53
@@ -114,8 +115,6 @@ def gqa_repeat() -> float:
 
 def _adjoint_case(seed):
     """A causal GQA RoPE case with a KV cache and a padded row, its stages, a cotangent and tangents."""
-    from reference.attention.backward import _stages
-
     X, W, pos = _inputs(seed, s=5)
     rng = np.random.default_rng(seed + 100)
     P = 2
@@ -134,7 +133,6 @@ def adjoint_residual(seed=7, vjp=None) -> float:
     (st, g, config) -> {role: gradient} defaults to the reference's fast VJP."""
     import math
 
-    from reference.attention import backward
 
     st, c, g, tangents = _adjoint_case(seed)
     grads = (vjp or backward.vjp_from_stages)(st, g, c)
@@ -166,8 +164,6 @@ def _bias_adjoint_case(seed, encoding):
     """A case with T5's table (causal, new tokens at 9.. after a cache of 2: exact and logarithmic
     buckets) or FIRE's MLP (bidirectional, L = 2.5 between the positions), its stages, a cotangent
     and tangents of every role, the bias's parameters included."""
-    from reference.attention.backward import _stages, roles
-
     X, W, pos = _inputs(seed, s=4)
     rng = np.random.default_rng(seed + 200)
     P = 2
@@ -194,7 +190,6 @@ def bias_adjoint_residual(encoding, seed=11, vjp=None) -> float:
     """adjoint_residual's measure for _bias_adjoint_case, summed over every role (bias included)."""
     import math
 
-    from reference.attention import backward
 
     st, c, g, tangents = _bias_adjoint_case(seed, encoding)
     grads = (vjp or backward.vjp_from_stages)(st, g, c)

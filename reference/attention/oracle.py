@@ -2,7 +2,7 @@
 
 A second reading of the same formula in another form: projections as mpmath matrix products,
 RoPE as the complex product (a + i b) e^(i m theta) (RoFormer, arXiv 2104.09864, eq. 12) with
-frequencies and attention factor from reference.rope.scaling_oracle, ALiBi slopes from
+frequencies and attention factor from reference.numerics.scaling_oracle, ALiBi slopes from
 reference.alibi.oracle, the other biases from their families' own oracles (KERPLE:
 reference.kerple.oracle; FIRE: reference.fire.oracle; T5: reference.t5.oracle's buckets, then the
 table), the softmax as exp(z - logsumexp(z)), GQA by repeating each kv head (HF repeat_kv).
@@ -13,6 +13,12 @@ from __future__ import annotations
 
 import mpmath
 import numpy as np
+
+from reference.alibi.oracle import slopes_exact
+from reference.fire.oracle import bias_exact as fire_exact
+from reference.kerple.oracle import bias_exact as kerple_exact
+from reference.numerics.scaling_oracle import exact as scaling_exact
+from reference.t5.oracle import bucket_exact
 
 
 def _mat(a):
@@ -43,18 +49,12 @@ def bias_exact(params, weights, q_positions, k_positions):
     enc = params["encoding"]
     hq = int(params["num_heads"])
     if enc == "kerple":
-        from reference.kerple.oracle import bias_exact as kerple_exact
-
         return kerple_exact(params["kerple_variant"], params["kerple_r1"], params["kerple_r2"], q_positions,
                             k_positions)
     if enc == "fire":
-        from reference.fire.oracle import bias_exact as fire_exact
-
         w = [np.asarray(weights[n], dtype=np.float64) for n in FIRE]
         return fire_exact(q_positions, k_positions, *w, 512.0, 1e-6)  # FIRE's init_L and eps
     if enc == "t5":
-        from reference.t5.oracle import bucket_exact
-
         rel = np.array([[int(j) - int(i) for j in k_positions] for i in q_positions], dtype=np.int64)
         buckets = bucket_exact(rel, int(params["num_buckets"]), int(params["max_distance"]),
                                not bool(params["causal"]))
@@ -69,9 +69,6 @@ def bias_exact(params, weights, q_positions, k_positions):
 
 def forward_exact(hidden, weights, positions, params, attention_mask, past_keys, past_values):
     """object [b, s, D] of mpf: the exact output (0 in rows where no key is visible)."""
-    from reference.alibi.oracle import slopes_exact
-    from reference.rope.scaling_oracle import exact as scaling_exact
-
     hq, hkv, d = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])
     enc, causal = params["encoding"], bool(params["causal"])
     r = int(params.get("rotary_dim") or d)
@@ -144,9 +141,6 @@ def vjp_exact(g, hidden, weights, positions, params, attention_mask, past_keys, 
     (i, j); FIRE's "c", "L_multiplier", "W1", "b1", "W2", "b2", each scalar parameter's gradient
     sum_hij dz_hij db_hij/dtheta with db/dtheta by forward-mode (dual number) differentiation of
     the FIRE bias written out again here (``_fire_tangent``; backward.py's is reverse mode)."""
-    from reference.alibi.oracle import slopes_exact
-    from reference.rope.scaling_oracle import exact as scaling_exact
-
     hq, hkv, d = int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"])
     enc, causal = params["encoding"], bool(params["causal"])
     r = int(params.get("rotary_dim") or d)
@@ -275,8 +269,6 @@ def _bias_param_grads(dbias, params, weights, pos, kpos, seen_of) -> dict:
     enc = params["encoding"]
     hq, s = dbias.shape[0], dbias.shape[1]
     if enc == "t5":
-        from reference.t5.oracle import bucket_exact
-
         rel = np.array([[int(j) - int(i) for j in kpos] for i in pos], dtype=np.int64)
         buckets = bucket_exact(rel, int(params["num_buckets"]), int(params["max_distance"]),
                                not bool(params["causal"]))

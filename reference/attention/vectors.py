@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
+from reference import attention
+from reference.attention import Config, oracle
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -320,8 +322,6 @@ def build_forward(case_id, params, test):
 
 
 def config_of(params):
-    from reference.attention import Config
-
     return Config(int(params["num_heads"]), int(params["num_kv_heads"]), int(params["head_dim"]),
                   bool(params["causal"]), params["encoding"], float(params.get("base", 10000.0)),
                   int(params.get("rotary_dim") or 0), params.get("layout", "half"), params.get("scaling"),
@@ -347,8 +347,6 @@ def _call(params, inputs):
 
 
 def compute_forward(params, inputs, backend):
-    from reference import attention
-
     args, kw = _call(params, inputs)
     return {"expected": attention.forward(*args, **kw, backend=backend, mode="golden")}
 
@@ -358,8 +356,6 @@ def shapes_forward(params, arrays):
 
 
 def exact_forward(params, inputs):
-    from reference.attention import oracle
-
     with mpmath.workprec(240):
         return {"expected": oracle.forward_exact(inputs["hidden"], weights_of(params, inputs), inputs["positions"],
                                                  params,

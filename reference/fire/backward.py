@@ -40,7 +40,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 from .core import EPS, INIT_L, ROLES, _check_config, check_weights, positions
 
@@ -96,9 +96,9 @@ def bias_vjp(G, q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, ba
     if backend == "numpy":
         return _numpy_vjp(G, qp, kp, w, init_L, eps)
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias_vjp(G, qp, kp, w["c"], abs(w["L_multiplier"] * init_L), eps, w["W1"][:, 0], w["b1"], w["W2"],
                             float(np.sign(w["L_multiplier"])), init_L)
 

@@ -9,7 +9,8 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.log1p import log1p_product
+from reference.numerics.validate import check_backend, check_mode
 
 INIT_L = 512.0
 EPS = 1e-6
@@ -66,22 +67,12 @@ def scale_length(w, init_L) -> float:
     return L
 
 
-def psi(a, y) -> np.ndarray:
-    """log1p(a y) for a, y >= 0, as ln a + ln y where a y overflows (cpu_kernels.psi)."""
-    with np.errstate(over="ignore", divide="ignore"):
-        z = a * y
-        out = np.log1p(z)
-        big = np.isinf(z)
-        if np.any(big):
-            out = np.where(big, np.log(a) + np.log(y), out)
-    return out
-
 
 def normalized_distance(qp, kp, c, L, eps) -> np.ndarray:
     """x [sq, sk] = psi(i - j) / (psi(max(i, L)) + eps), float64 with log1p (psi overflow-safe)."""
     d = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)
     n = np.maximum(qp.astype(np.float64), L)[:, None]
-    return psi(abs(c), d) / (psi(abs(c), n) + eps)
+    return log1p_product(abs(c), d) / (log1p_product(abs(c), n) + eps)
 
 
 def fast_bound(qp, kp, weights, *, init_L=INIT_L, eps=EPS) -> np.ndarray:
@@ -135,7 +126,7 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
         act = np.maximum(w["W1"][:, 0] * x + w["b1"], 0.0)
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(qp, kp, w["c"], L, eps, np.ascontiguousarray(w["W1"][:, 0]), w["b1"], w["W2"], w["b2"])

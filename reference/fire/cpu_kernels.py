@@ -76,7 +76,7 @@ def bias(qp, kp, c, L, eps, w1, b1, w2, b2) -> np.ndarray:
     if out.size * w1.shape[0] >= PARALLEL_MIN_WORK or threads == 1:
         bias_kernel(*args)
         return out
-    numba.set_num_threads(1)  # small: on the calling thread (see reference.rope.cpu_kernels)
+    numba.set_num_threads(1)  # small: on the calling thread (see reference.numerics.cpu_kernels)
     try:
         bias_kernel(*args)
     finally:

@@ -14,8 +14,7 @@ import math
 import numpy as np
 from numba import cuda, float64, int64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def bias_kernel(qp, kp, c, L, eps, w1, b1, w2, b2, out):
@@ -108,43 +107,32 @@ _entry_jit = cuda.jit(entry_kernel)
 _param_jit = cuda.jit(param_kernel)
 
 
-def _blocks(n):
-    return max(1, min(_MAX_BLOCKS, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-
-
-def _require_gpu():
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
-
-
 def bias(qp, kp, c, L, eps, w1, b1, w2, b2) -> np.ndarray:
-    _require_gpu()
+    check_device()
     out = np.empty((w2.shape[0], qp.shape[0], kp.shape[0]))
     if out.size == 0:
         return out
-    a = lambda v: cuda.to_device(np.ascontiguousarray(v))  # noqa: E731
     d_out = cuda.to_device(out)
-    _bias_jit[_blocks(out.size), THREADS_PER_BLOCK](a(qp), a(kp), float(c), float(L), float(eps), a(w1), a(b1), a(w2),
-                                                    a(b2), d_out)
+    _bias_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(qp), to_device(kp), float(c), float(L), float(eps),
+                                                   to_device(w1), to_device(b1), to_device(w2), to_device(b2), d_out)
     return d_out.copy_to_host()
 
 
 def bias_vjp(G, qp, kp, c, L, eps, w1, b1, w2, sign_lm, init_L) -> dict:
     """{role: gradient} (reference.fire.backward, fast mode) from validated float64 inputs, L =
     |L_multiplier init_L| as computed, w1 = W1[:, 0], sign_lm = sign(L_multiplier)."""
-    _require_gpu()
+    check_device()
     heads, hidden = w2.shape
     sq, sk = qp.shape[0], kp.shape[0]
     flat = np.zeros(2 + 2 * hidden + heads * hidden + heads)
     if sq * sk:  # no entry: every sum is 0
-        a = lambda v: cuda.to_device(np.ascontiguousarray(v))  # noqa: E731
-        G_d, w1_d, b1_d, w2_d = a(G), a(w1), a(b1), a(w2)
+        G_d, w1_d, b1_d, w2_d = to_device(G), to_device(w1), to_device(b1), to_device(w2)
         x = cuda.device_array((sq, sk), dtype=np.float64)
         terms = cuda.device_array((2, sq, sk), dtype=np.float64)
-        _entry_jit[_blocks(sq * sk), THREADS_PER_BLOCK](G_d, a(qp), a(kp), abs(c), float(np.sign(c)), float(L),
-                                                        float(eps), w1_d, b1_d, w2_d, x, terms)
+        _entry_jit[blocks(sq * sk), THREADS_PER_BLOCK](G_d, to_device(qp), to_device(kp), abs(c), float(np.sign(c)),
+                                                       float(L), float(eps), w1_d, b1_d, w2_d, x, terms)
         out = cuda.to_device(flat)
-        _param_jit[_blocks(flat.size), THREADS_PER_BLOCK](G_d, x, terms, w1_d, b1_d, w2_d, out)
+        _param_jit[blocks(flat.size), THREADS_PER_BLOCK](G_d, x, terms, w1_d, b1_d, w2_d, out)
         flat = out.copy_to_host()
     w1_end, b1_end = 2 + hidden, 2 + 2 * hidden
     return {"c": np.array(flat[0]), "L_multiplier": np.array(flat[1] * sign_lm * init_L),

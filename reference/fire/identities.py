@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.fire import bias
+from reference.fire.backward import bias_jvp, bias_vjp, features
 from reference.identities import register
 
 
@@ -75,8 +76,6 @@ def adjoint_terms(G, qp, kp, w, d, init_L) -> tuple[float, int]:
     """(N, K): N = sum_hij |G_hij| [|db2_h| + sum_k (|dW2_hk| a_k + |W2_hk| [p_k > 0] (|dW1_k| |x| + |W1_k|
     (|dx_dc| |dc| + |dx_dL| init_L |dL_mult|) + |db1_k|))], the size of every term on either side, and
     the derived count K = 2 hidden + H + sq sk + 20."""
-    from reference.fire.backward import features
-
     f = features(qp, kp, w, init_L=init_L)
     dx = np.abs(f["dx_dc"]) * abs(d["c"]) + np.abs(f["dx_dL"]) * init_L * abs(d["L_multiplier"])
     dp = np.abs(d["W1"][:, 0]) * np.abs(f["x"])[..., None] + np.abs(w["W1"][:, 0]) * dx[..., None] + np.abs(d["b1"])
@@ -100,7 +99,6 @@ def backward_adjoint() -> float:
     with G and the fsum (2): hidden + 12. Together at most K = 2 hidden + H + sq sk + 20, first order."""
     import math
 
-    from reference.fire.backward import bias_jvp, bias_vjp
 
     rng = np.random.default_rng(20260116)
     worst = 0.0

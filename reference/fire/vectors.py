@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
+from reference import fire
+from reference.fire import oracle
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -107,8 +109,6 @@ def weights_of(inputs) -> dict:
 
 
 def compute_bias(params, inputs, backend):
-    from reference import fire
-
     return {"expected": fire.bias(inputs["q_positions"], inputs["k_positions"], weights_of(inputs),
                                   init_L=params["init_L"], eps=params["eps"], backend=backend, mode="golden")}
 
@@ -120,8 +120,6 @@ def shapes_bias(params, arrays):
 
 
 def exact_bias(params, inputs):
-    from reference.fire import oracle
-
     with mpmath.workprec(200):
         return {"expected": oracle.bias_exact(inputs["q_positions"], inputs["k_positions"],
                                               *(inputs[r] for r in WEIGHTS), params["init_L"], params["eps"])}

@@ -59,13 +59,20 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.rope import backward as rope_backward
-from reference.rope import phase
-from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
-                                      check_x, resolve_rotary_dim)
-from reference.rope.layouts import pair_indices
+from reference.numerics import phase, rotation, rotation_backward
+from reference.numerics.layouts import pair_indices
+from reference.numerics.validate import (
+    check_backend,
+    check_base,
+    check_layout,
+    check_mode,
+    check_positions,
+    check_x,
+    resolve_rotary_dim,
+)
 
-from .core import apply, check_kernel, fast_kernel_values, kernel as kernel_values
+from .core import _factor, apply, check_kernel, fast_kernel_values
+from .core import kernel as kernel_values
 
 __all__ = ["apply_vjp", "score_vjp", "score_vjp_bound", "mutants"]
 
@@ -78,7 +85,7 @@ def apply_vjp(g, positions, *, kernel, rotary_dim=None, base=10000.0, layout="ha
 
     g [batch, seq, heads, head_dim] (any real dtype), positions int [batch, seq]; other arguments
     as apply. float64 shaped like g; equal bit for bit to apply(g, -positions) (K is even)."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     m = check_positions(positions, cot.shape[:2])
     return apply(cot, -m, kernel=kernel, rotary_dim=rotary_dim, base=base, layout=layout, backend=backend,
                  mode=mode)
@@ -108,16 +115,12 @@ def score_vjp(G, q, k, q_positions, k_positions, *, kernel, rotary_dim=None, bas
     backend = check_backend(backend)
     dist = kp[:, None, :] - qp[:, :, None]  # n - m [b, sq, sk]
     if mode == "fast":
-        from reference import rope
-
         kw = dict(rotary_dim=r, base=b, layout=layout, backend=backend)
         w = cot * _kernel_once(dist, kernel)[:, None]  # W [b, h, sq, sk]
-        aq, ak = _weighted_sums(backend)(w, rope.apply(qx, qp, **kw), rope.apply(kx, kp, **kw))
-        return rope_backward.apply_vjp(aq, qp, **kw), rope_backward.apply_vjp(ak, kp, **kw)
+        aq, ak = _weighted_sums(backend)(w, rotation.apply(qx, qp, **kw), rotation.apply(kx, kp, **kw))
+        return rotation_backward.apply_vjp(aq, qp, **kw), rotation_backward.apply_vjp(ak, kp, **kw)
     table = phase.ladder(r, b)
     first, second = pair_indices(r, layout)
-    from .core import _factor
-
     factor = _factor(kernel)
     grad_q = np.empty(qx.shape)
     grad_k = np.empty(kx.shape)
@@ -165,10 +168,10 @@ def _weighted_sums(backend):
     if backend == "numpy":
         return _einsum_sums
     if backend == "cpu":
-        from . import cpu_kernels
+        from . import cpu_kernels  # numba start-up: imported on first use
 
         return cpu_kernels.weighted_sums
-    from . import cuda_kernels
+    from . import cuda_kernels  # numba start-up: imported on first use
 
     return cuda_kernels.weighted_sums
 
@@ -211,7 +214,7 @@ def mutants(g, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half
     """{diagnosis code: [(description, wrong gradient)]} for apply's backward (see
     reference.rope.backward.mutants): R_m instead of R_{-m}, the other layout, no gradient, and the
     kernel missing from or squared in the backward."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     m = check_positions(positions, cot.shape[:2])
     kw = dict(kernel=kernel, rotary_dim=rotary_dim, base=base, backend=backend, mode=mode)
     layout = check_layout(layout)
@@ -219,7 +222,7 @@ def mutants(g, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half
     right = apply_vjp(cot, m, layout=layout, **kw)
     kern = kernel_values(m, kernel)[:, :, None, None]
     # the rotation alone (RoPE's VJP leaves the tail as g, as a backward without K would)
-    unscaled = rope_backward.apply_vjp(cot, m, rotary_dim=rotary_dim, base=base, layout=layout, backend=backend,
+    unscaled = rotation_backward.apply_vjp(cot, m, rotary_dim=rotary_dim, base=base, layout=layout, backend=backend,
                                        mode=mode)
     return {
         "backward-transposed": [("the gradient is rotated by R_m instead of R_{-m}",

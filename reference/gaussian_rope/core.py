@@ -9,10 +9,19 @@ from collections import OrderedDict
 import mpmath
 import numpy as np
 
-from reference.rope import phase
-from reference.rope.layouts import pair_indices
-from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
-                                      check_x, resolve_rotary_dim)
+from reference.numerics import phase, rotation
+from reference.numerics.ddmath import fast_two_sum, two_prod, two_sum
+from reference.numerics.layouts import pair_indices
+from reference.numerics.validate import (
+    as_x,
+    check_backend,
+    check_base,
+    check_layout,
+    check_mode,
+    check_positions,
+    check_x,
+    resolve_rotary_dim,
+)
 
 DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}  # seed document 002's example
 
@@ -76,8 +85,6 @@ def _gaussian_term(mf, a, s) -> np.ndarray:
     rounding more: 3 ulps of K (FAST_KERNEL_ULPS).
     Terms with |q| < 2**-200 are a (exactly the rounded value); with |q| > 64 (e > 2048) or
     m / s overflowing (tiny s) they are 0, as exactly rounded."""
-    from reference.rope.ddmath import fast_two_sum, two_prod, two_sum
-
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         q = mf / s
     aq = np.abs(q)
@@ -226,10 +233,8 @@ def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000
     sk = kx.shape[1]
     out = np.empty((nb, nh, sq, sk))
     if check_mode(mode) == "fast":
-        from reference import rope
-
-        qr = rope.apply(qx, qp, rotary_dim=r, base=b, layout=layout, backend="numpy")
-        kr = rope.apply(kx, kp, rotary_dim=r, base=b, layout=layout, backend="numpy")
+        qr = rotation.apply(qx, qp, rotary_dim=r, base=b, layout=layout, backend="numpy")
+        kr = rotation.apply(kx, kp, rotary_dim=r, base=b, layout=layout, backend="numpy")
         kern = _kernel(kp[:, None, :] - qp[:, :, None], kernel)  # K(n - m) [b, sq, sk]
         for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
             out[b_, h, i, j] = kern[b_, i, j] * math.fsum((qr[b_, i, h] * kr[b_, j, h]).tolist())

@@ -1,7 +1,8 @@
 """Numba @njit kernel of the score form's backward on the CPU (backend "cpu"). Never fastmath.
 
-The rotations come from reference.rope's cpu kernels; this module computes the reduction between
-them (backward.score_vjp): for the weights W [b, h, sq, sk] and the rotated keys (queries),
+The rotations come from the phase's cpu kernels (reference.numerics); this module computes the
+reduction between them (backward.score_vjp): for the weights W [b, h, sq, sk] and the rotated keys
+(queries),
 
     grad_q's sum  A[b, i, h, e] = sum_j W[b, h, i, j] (R k)[b, j, h, e],
     grad_k's sum  B[b, j, h, e] = sum_i W[b, h, i, j] (R q)[b, i, h, e],

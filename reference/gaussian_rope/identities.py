@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from reference import rope
-from reference.gaussian_rope import DOCUMENT_KERNEL, apply, kernel, score
+from reference.gaussian_rope import DOCUMENT_KERNEL, apply, backward, kernel, score
 from reference.identities import register
+from reference.numerics import rotation, rotation_backward
 
 U = 2.0 ** -53
 D = 64
@@ -60,7 +60,7 @@ def score_factors() -> float:
         for n in POSITIONS:
             lhs = _dot(_f(q, m), _f(k, n))
             km, kn = (float(kernel(np.array([p]), DOCUMENT_KERNEL, mode="golden")[0]) for p in (m, n))
-            plain = _dot(rope.apply(q, np.array([[m]]), backend="numpy"), rope.apply(k, np.array([[n]]), backend="numpy"))
+            plain = _dot(rotation.apply(q, np.array([[m]]), backend="numpy"), rotation.apply(k, np.array([[n]]), backend="numpy"))
             scale = km * kn * math.sqrt(_dot(q, q) * _dot(k, k))
             if scale > 0:
                 worst = max(worst, abs(lhs - km * kn * plain) / scale)
@@ -118,9 +118,6 @@ def backward_adjoint() -> float:
     K(m) rounded once (u) with one more rounding (u): 7u K |pair| per element, 9.9u K |pair| per pair,
     9.9u N in the dot product (Cauchy-Schwarz); the fsum dot adds 2u N. 11.9u N per side, 23.8u apart.
     """
-    from reference.gaussian_rope import backward
-    from reference.rope import backward as rope_backward
-
     rng = np.random.default_rng(20240102)
     worst = 0.0
     for layout in ("half", "interleaved"):
@@ -130,8 +127,8 @@ def backward_adjoint() -> float:
         grad = backward.apply_vjp(g, BACKWARD_POSITIONS, **kw)
         jdx = apply(dx, BACKWARD_POSITIONS, **kw)
         amp = kernel(BACKWARD_POSITIONS, DOCUMENT_KERNEL)[:, :, None]
-        weights = rope_backward.pair_weights(g, dx, 48, layout, (amp[..., None], amp))
-        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, jdx, weights))
+        weights = rotation_backward.pair_weights(g, dx, 48, layout, (amp[..., None], amp))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, jdx, weights))
     return worst
 
 
@@ -147,8 +144,6 @@ def backward_score_adjoint() -> float:
     rhs: each score is two rotations (14.2u), an fsum dot (2u), the product by K (u); G S and the
     fsum over i, j add 2u: 19.2u N. Together 44.4u, rounded up to 48u.
     """
-    from reference.gaussian_rope import backward
-
     rng = np.random.default_rng(20240103)
     worst = 0.0
     for layout, (sq, sk) in (("half", (3, 5)), ("interleaved", (8, 8)), ("half", (1, 7))):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.rope import oracle as rope_oracle
+from reference.numerics import rotation_oracle
 
 
 def kernel_exact(m: int, kernel: dict):
@@ -18,9 +18,9 @@ def kernel_exact(m: int, kernel: dict):
     return a1 * mpmath.e ** (-sq / (2 * s1 ** 2)) + a2 * mpmath.e ** (-sq / (2 * s2 ** 2))
 
 
-def apply_exact(x, positions, rotary_dim, base, layout, kernel, prec=rope_oracle.PREC_BITS):
+def apply_exact(x, positions, rotary_dim, base, layout, kernel, prec=rotation_oracle.PREC_BITS):
     """Object array of mpf, shaped like x: K(m) times the exact rotation (the tail scaled too)."""
-    out = rope_oracle.apply_exact(x, positions, rotary_dim, base, layout, prec=prec)
+    out = rotation_oracle.apply_exact(x, positions, rotary_dim, base, layout, prec=prec)
     pos = np.asarray(positions, dtype=np.int64)
     with mpmath.workprec(prec):
         for b, s in np.ndindex(pos.shape):
@@ -29,11 +29,11 @@ def apply_exact(x, positions, rotary_dim, base, layout, kernel, prec=rope_oracle
     return out
 
 
-def score_exact(q, k, q_positions, k_positions, rotary_dim, base, layout, kernel, prec=rope_oracle.PREC_BITS):
+def score_exact(q, k, q_positions, k_positions, rotary_dim, base, layout, kernel, prec=rotation_oracle.PREC_BITS):
     """Object array of mpf [b, h, sq, sk]: K(n - m) <R_m q, R_n k>, both rotations exact (the
     oracle's own, not the reference's pairwise identity)."""
-    qr = rope_oracle.apply_exact(q, q_positions, rotary_dim, base, layout, prec=prec)
-    kr = rope_oracle.apply_exact(k, k_positions, rotary_dim, base, layout, prec=prec)
+    qr = rotation_oracle.apply_exact(q, q_positions, rotary_dim, base, layout, prec=prec)
+    kr = rotation_oracle.apply_exact(k, k_positions, rotary_dim, base, layout, prec=prec)
     qp, kp = np.asarray(q_positions), np.asarray(k_positions)
     nb, sq, nh, _ = qr.shape
     out = np.empty((nb, nh, sq, kr.shape[1]), dtype=object)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import gaussian_rope
+from reference.gaussian_rope import oracle
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
@@ -159,8 +161,6 @@ def build_score(case_id: str, params: dict, test: GaussianTest):
 
 
 def compute_score(params: dict, inputs: dict, backend: str) -> dict:
-    from reference import gaussian_rope
-
     out = gaussian_rope.score(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
                               kernel=params["kernel"], rotary_dim=params["rotary_dim"], base=params["base"],
                               layout=params["layout"], mode="golden")
@@ -178,8 +178,6 @@ def shapes_score(params: dict, arrays: dict) -> dict:
 
 
 def exact_score(params: dict, inputs: dict) -> dict:
-    from reference.gaussian_rope import oracle
-
     return {"expected": oracle.score_exact(inputs["q"], inputs["k"], inputs["q_positions"], inputs["k_positions"],
                                            params["rotary_dim"], params["base"], params["layout"], params["kernel"])}
 
@@ -196,7 +194,7 @@ def _drawn_case(draw) -> list:
         _t("drawn", f"Drawn at run time: kernel {kernel}, {b} x {s} positions.", (flag,), rows),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. The kernel is
 # wide (K(131071) = 0.068) so that far rows are not all zeros: with seed 002's kernel K underflows
 # past m = 771 and a row left unrotated there would still match 0 within the floor. Sizes: the
@@ -218,39 +216,34 @@ def _shape_case(kind, name, comment, flags, rows, heads, layout):
 
 
 def shape_matrix(draw) -> list:
-    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both pair layouts, the tile
-    lengths and head counts alternating between them."""
-    far, out, layouts = serving.FAR_POSITION, [], ("half", "interleaved")
-    for layout in layouts:
-        for b in serving.DECODE_BATCHES:
-            # Row 0 is never position 0 (K(0) R_0 is the identity); rows 1 and b-1 are the
-            # farthest apart a 128K context allows.
-            rows = serving.decode_rows(draw, b, far)
-            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
-                                   f"position ({rows[:3]}...; 0 and {far} included).", ("BatchedDecode", "RowOffsets"),
-                                   [(p,) for p in rows], serving.heads_unlike(b, 1), layout))
-    for k, n in enumerate(serving.TILE_LENGTHS):
-        start = draw.integer(0, far - n)
-        heads = 1 if n > 100 else serving.heads_unlike(1, n)
-        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
-                               ("TileBoundary",), [range(start, start + n)], heads, layouts[k % 2]))
-    for k, h in enumerate(serving.HEAD_COUNTS):
-        rows = [draw.integers(0, 65535, 2)]
-        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
-                               ("HeadCount",), rows, h, layouts[k % 2]))
-    return out
+    """[(kind, TestGroupSpec)] of the whole matrix (serving.matrix): batched decode in both pair
+    layouts, the tile lengths and head counts alternating between them."""
+    far = serving.FAR_POSITION
+
+    def decode(layout, b):
+        # Row 0 is never position 0 (K(0) R_0 is the identity); rows 1 and b-1 are the
+        # farthest apart a 128K context allows.
+        rows = serving.decode_rows(draw, b, far)
+        return _shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                           f"position ({rows[:3]}...; 0 and {far} included).", ("BatchedDecode", "RowOffsets"),
+                           [(p,) for p in rows], serving.heads_unlike(b, 1), layout)
+
+    def seq(layout, n):
+        start, heads = draw.integer(0, far - n), serving.seq_heads(n)
+        return _shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
+                           ("TileBoundary",), [range(start, start + n)], heads, layout)
+
+    def heads(layout, h):
+        return _shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
+                           ("HeadCount",), [draw.integers(0, 65535, 2)], h, layout)
+
+    return serving.matrix(("half", "interleaved"), decode, seq, heads)
 
 
-def _token_heads(tg) -> int:
-    test = tg.tests[0]
-    return len(test.positions) * len(test.positions[0]) * test.heads
-
-
-def fresh_groups(draw, shapes="sample") -> list:
-    """gaussian_rope.apply's fresh cases: one drawn case, then the shape matrix: all of it when
-    ``shapes`` is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_case(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+_token_heads = serving.token_heads
+# gaussian_rope.apply's fresh cases: one drawn case, then the shape matrix: all of it when
+# ``shapes`` is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn).
+fresh_groups = serving.fresh_cases(_drawn_case, shape_matrix, SAMPLE_KINDS, SAMPLE_MAX_TOKEN_HEADS)
 
 
 def build_apply(case_id: str, params: dict, test: GaussianTest):
@@ -261,8 +254,6 @@ def build_apply(case_id: str, params: dict, test: GaussianTest):
 
 
 def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
-    from reference import gaussian_rope
-
     out = gaussian_rope.apply(inputs["x"], inputs["positions"], kernel=params["kernel"],
                               rotary_dim=params["rotary_dim"], base=params["base"], layout=params["layout"],
                               backend=backend, mode="golden")
@@ -278,8 +269,6 @@ def shapes_apply(params: dict, arrays: dict) -> dict:
 
 
 def exact_apply(params: dict, inputs: dict) -> dict:
-    from reference.gaussian_rope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
                                            params["layout"], params["kernel"])}
 

@@ -24,7 +24,9 @@ from typing import Callable
 
 import numpy as np
 
-from reference.golden import catalog, certify, manifest, npzio, store
+from reference.golden import catalog, certify, manifest, npzio, store, verify
+from reference.golden.verify import schema_errors
+from reference.safe_files import not_a_regular_file, write_atomic
 
 VECTORS_SCHEMA = "vectors.schema.json"
 HEADER = [
@@ -175,8 +177,6 @@ def _check_entries(out: Path, groups) -> None:
     file: a symbolic link (``t5.bucket/t5-decoder.json -> ../../../victim``, or a protocol folder
     that links elsewhere), a FIFO or a device is refused (TargetError) before any work, so that
     nothing is written outside ``out`` (issue 24). The writer checks again (reference.safe_files)."""
-    from reference.safe_files import not_a_regular_file
-
     rels = [store.MANIFEST_NAME] + [rel for g in groups for rel in group_paths(g)]
     for folder in sorted({rel.split("/", 1)[0] for rel in rels if "/" in rel}):
         path = out / folder
@@ -238,8 +238,6 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
     for index, group in enumerate(groups, 1):
         t0 = time.perf_counter()
         meta, arrays, cert = build_group(group, backend)
-        from reference.golden.verify import schema_errors
-
         problems = schema_errors(meta, VECTORS_SCHEMA)
         if problems:  # what verify would refuse is never written
             raise ValueError(f"{group.key}: the metadata breaks {VECTORS_SCHEMA}: {problems[0]}")
@@ -250,8 +248,6 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
         built.append((group, meta, arrays, cert))
         say(f"[{index}/{len(groups)}] {group.key}: {meta['numberOfTests']} cases, {cert.certified} values "
             f"certified {cert.rounding}ly rounded (max {cert.max_ulp:.3g} ulp) ({time.perf_counter() - t0:.2f} s)")
-    from reference.safe_files import write_atomic
-
     out.mkdir(parents=True, exist_ok=True)
     for group, meta, arrays, _ in built:
         json_rel, npz_rel = group_paths(group)
@@ -271,8 +267,6 @@ def regenerate(out_dir=None, *, family: str | None = None, backend: str = "cpu",
             n = sum(len(tg.tests) for tg in group.test_groups)
             counts[group.protocol] = counts.get(group.protocol, 0) + n
             if group.key not in certification:  # present from elsewhere: certify it as it is
-                from reference.golden import verify
-
                 certification[group.key] = verify.certify_group(out, group.key).record()
             records[group.key] = certification[group.key]
     result = manifest.build(out, present, backend, counts, records)

@@ -13,7 +13,9 @@ import json
 import platform
 from pathlib import Path
 
+import reference
 from reference.golden import store
+from reference.safe_files import write_atomic
 
 MANIFEST_SCHEMA = "manifest.schema.json"
 DIGEST_RULE = "sha256 of the sorted lines '<path> <sha256>\\n' over every listed file"
@@ -30,7 +32,6 @@ def generator_versions(backend: str) -> dict:
     import numba
     import numpy
 
-    import reference
 
     return {
         "posref": reference.__version__,
@@ -67,8 +68,6 @@ def build(directory: Path, paths: list[str], backend: str, case_counts: dict[str
 
 def write(directory: Path, manifest: dict) -> Path:
     """Write MANIFEST.json into ``directory`` whole, never through a link (reference.safe_files)."""
-    from reference.safe_files import write_atomic
-
     path = Path(directory) / store.MANIFEST_NAME
     write_atomic(path, json.dumps(manifest, indent=2) + "\n", inside=directory)
     return path

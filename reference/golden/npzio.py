@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from reference.safe_files import write_atomic
+
 _FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # earliest date a zip header can hold
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -47,8 +49,6 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 def write_npz(path: Path, arrays: dict[str, np.ndarray], *, inside=None) -> None:
     """Write the .npz whole, never through a link (reference.safe_files; ``inside``: the folder
     no write may leave)."""
-    from reference.safe_files import write_atomic
-
     write_atomic(path, npz_bytes(arrays), inside=inside)
 
 

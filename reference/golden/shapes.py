@@ -62,3 +62,45 @@ def select(matrix, shapes, kinds, draw, fits=lambda group: True, always=()) -> l
         choices = [group for k, group in matrix if k == kind and fits(group)]
         chosen.append(choices[draw.integer(0, len(choices) - 1)])
     return chosen + [group for k, group in matrix if k in always]
+
+
+def matrix(variants, decode, seq, heads) -> list:
+    """[(kind, group)] of the common matrix, drawn in this order: for each of ``variants`` (the
+    configurations a family grades: pair layouts, model variants) a batched decode step of every
+    size of DECODE_BATCHES (``decode(variant, batch)``); then every length of TILE_LENGTHS
+    (``seq(variant, length)``) and every count of HEAD_COUNTS (``heads(variant, count)``), each
+    alternating between the first two variants (the only one when there is one). Each callback
+    draws its positions and returns one (kind, group)."""
+    alternate = variants[:2]
+    out = [decode(variant, b) for variant in variants for b in DECODE_BATCHES]
+    out += [seq(alternate[k % len(alternate)], n) for k, n in enumerate(TILE_LENGTHS)]
+    out += [heads(alternate[k % len(alternate)], h) for k, h in enumerate(HEAD_COUNTS)]
+    return out
+
+
+def seq_heads(length):
+    """Heads of a tile-length case: one head past 100 tokens (the golden references settle every
+    output in mpmath), else a count unlike the sequence length."""
+    return 1 if length > 100 else heads_unlike(1, length)
+
+
+def token_heads(group, rows=lambda test: test.positions) -> int:
+    """(token, head)s of a shape case: rows x tokens per row x heads of its one test (``rows``
+    gives the test's rows of tokens)."""
+    test = group.tests[0]
+    r = rows(test)
+    return len(r) * len(r[0]) * test.heads
+
+
+def fresh_cases(drawn, shape_matrix, kinds, max_token_heads=None, rows=lambda test: test.positions):
+    """A family's ``fresh(draw, shapes="sample")``: its drawn cases (``drawn(draw)``), then its
+    shape matrix (``shape_matrix(draw)``) as ``select`` picks it for ``shapes``; a default run
+    draws each kind among the cases of at most ``max_token_heads`` (token, head)s (None: all)."""
+    def fits(group):
+        return max_token_heads is None or token_heads(group, rows) <= max_token_heads
+
+    def fresh(draw, shapes="sample") -> list:
+        groups = drawn(draw)
+        return groups + select(shape_matrix(draw), shapes, kinds, draw, fits=fits)
+
+    return fresh

@@ -26,6 +26,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+import reference
+from reference.golden import catalog
 from reference.golden.npzio import read_npz
 
 SUITE_VERSION = "0.5.0"
@@ -36,16 +38,12 @@ ENV_VAR = "POSREF_VECTORS_DIR"  # overrides where vectors_dir() looks
 
 def protocol_arrays(protocol: str) -> dict[str, str] | None:
     """{role: dtype} of the arrays each case of ``protocol`` carries; None for an unknown one."""
-    from reference.golden import catalog
-
     proto = catalog.protocols().get(protocol)
     return None if proto is None else dict(proto.arrays)
 
 
 def protocol_names() -> list[str]:
     """Every protocol some family declares vectors for."""
-    from reference.golden import catalog
-
     return sorted(catalog.protocols())
 
 
@@ -87,8 +85,6 @@ class CaseArrays(Mapping):
 
 
 def _output_roles(protocol: str) -> tuple:
-    from reference.golden import catalog
-
     proto = catalog.protocols().get(protocol)
     return () if proto is None else tuple(proto.outputs)
 
@@ -137,8 +133,6 @@ def vectors_dir() -> Path:
     packaged = Path(__file__).resolve().parent / "vectors"
     if (packaged / MANIFEST_NAME).is_file():
         return packaged
-    import reference
-
     return Path(reference.__file__).resolve().parent.parent / "vectors"
 
 

@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from reference.golden import catalog, store
+from reference.golden import certify as certify_mod
 from reference.golden import manifest as manifest_mod
 from reference.golden.npzio import NpzError, read_npz
 
@@ -420,8 +421,6 @@ def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Proble
 
 def certify_group(directory, group_key: str):
     """The Certificate of one group as stored (reference.golden.certify)."""
-    from reference.golden import certify as certify_mod
-
     protocol, _, group = group_key.partition("/")
     proto = catalog.protocol(protocol)
     cert = certify_mod.Certificate(proto.rounding)

@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from reference import families as discovered
+
 __all__ = [
     "EXPECTS",
     "VERDICTS",
@@ -112,8 +114,6 @@ def _origin(fn) -> tuple:
 
 def load_all() -> None:
     """Import every family's identities module so that each registers its identities."""
-    from reference import families as discovered
-
     for name in discovered.names():
         discovered.part(name, "identities")
 

@@ -8,7 +8,8 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.log1p import log1p_product
+from reference.numerics.validate import check_backend, check_mode
 
 VARIANTS = ("log", "power")
 CLAMP_LOW = 1e-2  # ParallelKerpleLog / ParallelKerplePower: clamp(min=1e-2) on every forward
@@ -77,16 +78,6 @@ def _golden(variant, a, b, qp, kp) -> np.ndarray:
     return out
 
 
-def _log1p_product(r2, d) -> np.ndarray:
-    """log1p(r2 d), as ln r2 + ln d where r2 d overflows (as cpu_kernels._value)."""
-    with np.errstate(over="ignore", divide="ignore"):
-        x = r2 * d
-        big = np.isinf(x)
-        out = np.log1p(x)
-        if big.any():
-            out = np.where(big, np.log(r2) + np.log(d), out)
-    return out
-
 
 def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast") -> np.ndarray:
     """[h, sq, sk]: -r1_h log(1 + r2_h |i - j|) (log) or -r1_h |i - j|^r2_h (power), after the
@@ -99,11 +90,11 @@ def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast
     if backend == "numpy":
         d = np.abs(qp[:, None] - kp[None, :]).astype(np.float64)[None]
         if variant == "log":
-            return -a[:, None, None] * _log1p_product(b[:, None, None], d)
+            return -a[:, None, None] * log1p_product(b[:, None, None], d)
         return -a[:, None, None] * np.power(d, b[:, None, None])
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(a, b, qp, kp, variant == "log")
 

@@ -15,7 +15,7 @@ import numpy as np
 # the entries of the bias (so it never costs more libm calls than the direct loop)
 TABLE_MAX = 1 << 22
 # below this many output values a kernel runs on the calling thread (a parallel region waits
-# for every worker to be scheduled, up to a time slice on a busy machine: reference.rope.cpu_kernels)
+# for every worker to be scheduled, up to a time slice on a busy machine: reference.numerics.cpu_kernels)
 PARALLEL_MIN_WORK = 1 << 22
 
 

@@ -9,8 +9,7 @@ import math
 import numpy as np
 from numba import boolean, cuda, float64, int64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def bias_kernel(r1, r2, qp, kp, log_variant, out):
@@ -41,14 +40,11 @@ _bias_jit = cuda.jit(bias_kernel)
 
 
 def bias(r1, r2, qp, kp, log_variant: bool) -> np.ndarray:
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
+    check_device()
     out = np.empty((r1.shape[0], qp.shape[0], kp.shape[0]))
     if out.size == 0:
         return out
     d_out = cuda.to_device(out)
-    blocks = max(1, min(_MAX_BLOCKS, (out.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-    _bias_jit[blocks, THREADS_PER_BLOCK](cuda.to_device(np.ascontiguousarray(r1)),
-                                         cuda.to_device(np.ascontiguousarray(r2)), cuda.to_device(qp),
-                                         cuda.to_device(kp), log_variant, d_out)
+    _bias_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(r1), to_device(r2), cuda.to_device(qp),
+                                                   cuda.to_device(kp), log_variant, d_out)
     return d_out.copy_to_host()

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
+from reference import kerple
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.kerple import oracle
 
 BIAS = "kerple.bias"
 KERPLE = "https://arxiv.org/abs/2205.09921"
@@ -118,8 +120,6 @@ def build_bias(case_id, params, test):
 
 
 def compute_bias(params, inputs, backend):
-    from reference import kerple
-
     return {"expected": kerple.bias(inputs["q_positions"], inputs["k_positions"], params["variant"], params["r1"],
                                     params["r2"], backend=backend, mode="golden")}
 
@@ -129,8 +129,6 @@ def shapes_bias(params, arrays):
 
 
 def exact_bias(params, inputs):
-    from reference.kerple import oracle
-
     with mpmath.workprec(200):
         return {"expected": oracle.bias_exact(params["variant"], params["r1"], params["r2"], inputs["q_positions"],
                                               inputs["k_positions"])}

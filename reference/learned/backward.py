@@ -45,6 +45,7 @@ import numpy as np
 
 from . import numpy_twin
 from ._validate import check_backend, check_positions
+from .core import _kernels
 
 __all__ = ["lookup_vjp", "rows_of", "mutants"]
 
@@ -110,8 +111,6 @@ def _scatter_add(backend):
     are imported on first use, as in core.lookup."""
     if backend == "numpy":
         return numpy_twin.scatter_add
-    from .core import _kernels
-
     return _kernels(backend).scatter_add
 
 

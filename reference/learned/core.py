@@ -65,9 +65,9 @@ def _kernels(backend):
     """The kernel module of a Numba backend, imported on first use (importing reference.learned
     compiles nothing and never imports numba.cuda)."""
     if backend == "cpu":
-        from . import cpu_kernels
+        from . import cpu_kernels  # numba start-up: imported on first use
 
         return cpu_kernels
-    from . import cuda_kernels
+    from . import cuda_kernels  # numba start-up: imported on first use
 
     return cuda_kernels

@@ -19,8 +19,7 @@ so tests can compile each one to PTX for sm_80 and sm_90 with numba.cuda.compile
 import numpy as np
 from numba import cuda, float64, int64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def lookup_kernel(x, positions, table, offset, out):
@@ -63,18 +62,6 @@ _lookup_jit = cuda.jit(lookup_kernel)
 _scatter_add_jit = cuda.jit(scatter_add_kernel)
 
 
-def _check_device():
-    if not cuda.is_available():
-        raise ValueError(
-            "backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda "
-            "is imported"
-        )
-
-
-def _blocks(total):
-    return max(1, min(_MAX_BLOCKS, (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-
-
 def _check_rows(rows: np.ndarray, n_rows: int):
     if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
         raise ValueError(f"positions: rows outside the {n_rows}-row table (length wall)")
@@ -82,15 +69,15 @@ def _check_rows(rows: np.ndarray, n_rows: int):
 
 def lookup(x: np.ndarray, positions: np.ndarray, table: np.ndarray, offset: int) -> np.ndarray:
     """Host wrapper: float64 [b, s, d] from validated contiguous inputs."""
-    _check_device()
+    check_device()
     if x.size == 0:
         return np.empty(x.shape)
     _check_rows(positions.astype(np.int64) + np.int64(offset), table.shape[0])
     d_out = cuda.to_device(np.full(x.shape, np.nan))
-    _lookup_jit[_blocks(x.size), THREADS_PER_BLOCK](
-        cuda.to_device(np.ascontiguousarray(x, dtype=np.float64)),
-        cuda.to_device(np.ascontiguousarray(positions, dtype=np.int64)),
-        cuda.to_device(np.ascontiguousarray(table, dtype=np.float64)),
+    _lookup_jit[blocks(x.size), THREADS_PER_BLOCK](
+        to_device(x, np.float64),
+        to_device(positions, np.int64),
+        to_device(table, np.float64),
         np.int64(offset),
         d_out,
     )
@@ -99,7 +86,7 @@ def lookup(x: np.ndarray, positions: np.ndarray, table: np.ndarray, offset: int)
 
 def scatter_add(g: np.ndarray, rows: np.ndarray, num_positions: int) -> np.ndarray:
     """Host wrapper: float64 [num_positions, d] from g [tokens, d] and rows int64 [tokens]."""
-    _check_device()
+    check_device()
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     _check_rows(rows, num_positions)
     if g.size == 0:  # no token, or no column: nothing to add, nothing to launch
@@ -109,8 +96,8 @@ def scatter_add(g: np.ndarray, rows: np.ndarray, num_positions: int) -> np.ndarr
     starts = np.zeros(num_positions + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=num_positions), out=starts[1:])
     d_out = cuda.device_array((num_positions, g.shape[1]), dtype=np.float64)
-    _scatter_add_jit[_blocks(d_out.size), THREADS_PER_BLOCK](
-        cuda.to_device(np.ascontiguousarray(g, dtype=np.float64)), cuda.to_device(order),
+    _scatter_add_jit[blocks(d_out.size), THREADS_PER_BLOCK](
+        to_device(g, np.float64), cuda.to_device(order),
         cuda.to_device(starts), d_out,
     )
     return d_out.copy_to_host()

@@ -20,6 +20,7 @@ import numpy as np
 
 from reference import learned
 from reference.identities import register
+from reference.learned import backward
 
 # (num_positions, variant, padding_idx): BERT-base, GPT-2, RoBERTa-base.
 TABLES = ((512, "absolute", None), (1024, "absolute", None), (514, "roberta", 1))
@@ -194,7 +195,6 @@ def backward_scatter_add() -> float:
     """
     from fractions import Fraction
 
-    from reference.learned import backward
 
     rng = _rng("learned.backward-scatter-add")
     worst = 0.0

@@ -35,6 +35,7 @@ import numpy as np
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.learned import lookup, oracle, rows
 
 PROTOCOL = "learned.lookup"
 D_MODEL = 8  # see the module docstring: the tables are stored inputs
@@ -295,7 +296,7 @@ def _drawn_lookups(draw) -> list[TestGroupSpec]:
     return [TestGroupSpec(params, tests, model["source"])]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and table widths (a lookup has no heads axis; its width is the axis an
 # implementation could confuse with the batch or the sequence), every position drawn from the
 # run's seed and inside the table (0 and the last position included). A lookup is one addition
@@ -343,11 +344,9 @@ def shape_matrix(draw) -> list:
     return out
 
 
-def fresh_lookups(draw, shapes="sample") -> list[TestGroupSpec]:
-    """learned.lookup's fresh cases: the drawn lookups, then the shape matrix: all of it when
-    ``shapes`` is "full", else one case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_lookups(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw)
+# learned.lookup's fresh cases: the drawn lookups, then the shape matrix: all of it when ``shapes``
+# is "full", else one case of each kind of SAMPLE_KINDS (drawn).
+fresh_lookups = serving.fresh_cases(_drawn_lookups, shape_matrix, SAMPLE_KINDS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,8 +355,6 @@ def fresh_lookups(draw, shapes="sample") -> list[TestGroupSpec]:
 
 def _refused(params: dict, positions: np.ndarray) -> bool:
     """True when the reference refuses these positions (some row outside the table)."""
-    from reference.learned import rows
-
     try:
         rows(positions, params["num_positions"], variant=params["variant"],
              padding_idx=params["padding_idx"])
@@ -385,8 +382,6 @@ def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
     """``expected`` = reference.learned.lookup(x, positions, table) [b, s, d_model], float64 (one
     correctly rounded addition: golden and fast mode are the same). A ``must_raise`` case gets an
     empty ``expected`` after checking that the reference does refuse it."""
-    from reference.learned import lookup
-
     kwargs = dict(variant=params["variant"], padding_idx=params["padding_idx"], backend=backend)
     if params["must_raise"]:
         try:
@@ -410,8 +405,6 @@ def shapes_lookup(params: dict, arrays: dict) -> dict:
 
 def exact_lookup(params: dict, inputs: dict) -> dict:
     """The exact sums in mpmath (reference.learned.oracle), or nothing for a must_raise case."""
-    from reference.learned import oracle
-
     if params["must_raise"]:
         return {"expected": np.empty((0,), dtype=object)}
     return {"expected": oracle.lookup_exact(inputs["x"], inputs["positions"], inputs["table"],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import backward as rope_backward
+from reference.numerics import rotation_backward
 
 from .core import apply
 
@@ -41,7 +41,7 @@ def apply_vjp(g, positions, *, mrope_section, variant="qwen2", rotary_dim=None, 
 
     g [batch, seq, heads, head_dim], positions int [3, batch, seq]; other arguments as
     mrope.apply. float64 shaped like g."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     return apply(cot, _negated(positions), mrope_section=mrope_section, variant=variant, rotary_dim=rotary_dim,
                  base=base, layout=layout, backend=backend, mode=mode)
 
@@ -50,7 +50,7 @@ def mutants(g, positions, *, mrope_section, variant="qwen2", rotary_dim=None, ba
             backend="numpy", mode="fast") -> dict:
     """{diagnosis code: [(description, wrong gradient)]}: R instead of R^T, the other layout, zeros,
     and the gradient doubled (backward-scale)."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     kw = dict(mrope_section=mrope_section, variant=variant, rotary_dim=rotary_dim, base=base, backend=backend,
               mode=mode)
     other = "interleaved" if layout == "half" else "half"

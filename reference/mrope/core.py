@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import phase
-from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
+from reference.numerics import phase
+from reference.numerics.validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
                                       check_x, resolve_rotary_dim)
 
 VARIANTS = ("qwen2", "qwen3")
@@ -38,8 +38,8 @@ def apply(x, positions, *, mrope_section, variant="qwen2", rotary_dim=None, base
           backend="cpu", mode="fast"):
     """M-RoPE of x [batch, seq, heads, head_dim] at positions [3, batch, seq] (t, h, w), float64.
 
-    fast: cos/sin of each stream from reference.rope (the chosen backend), picked per pair, rotated in
-    float64. golden: every output the nearest double to the exact a cos - b sin (a sin + b cos).
+    fast: cos/sin of each stream from reference.numerics.phase (the chosen backend), picked per pair,
+    rotated in float64. golden: every output the nearest double to the exact a cos - b sin (a sin + b cos).
     """
     out = as_x(x)  # may be the caller's array: the cpu fast path only reads it
     r = resolve_rotary_dim(rotary_dim, out.shape[3])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference import rope
 from reference.identities import register
-from reference.mrope import apply, streams
+from reference.mrope import apply, backward, streams
+from reference.numerics import rotation, rotation_backward
 
 CONFIGS = (([16, 24, 24], "qwen2"), ([24, 20, 20], "qwen3"))
 
@@ -18,7 +18,7 @@ def text_is_rope() -> float:
     and both are the correctly rounded value of the same real."""
     x = np.random.default_rng(1).standard_normal((1, 4, 1, 128))
     p = np.array([[0, 1, 4095, 2**20]])
-    expected = rope.apply(x, p, base=1e6, mode="golden")
+    expected = rotation.apply(x, p, base=1e6, mode="golden")
     return max(float(np.max(np.abs(apply(x, np.stack([p, p, p]), mrope_section=sec, variant=v, base=1e6,
                                          mode="golden") - expected))) for sec, v in CONFIGS)
 
@@ -49,9 +49,6 @@ def backward_adjoint() -> float:
     5u (|a c| + |b s|) <= 5u |pair| per element, 7.1u |pair| per pair (RoPE's count), 7.1u N in the dot
     (Cauchy-Schwarz); the fsum dot adds 2u N. Both sides 9.1u N: 18.2u apart.
     """
-    from reference.mrope import backward
-    from reference.rope import backward as rope_backward
-
     rng = np.random.default_rng(2409_12191)
     worst = 0.0
     for variant, section, layout in (("qwen2", (4, 10, 10), "half"), ("qwen3", (8, 8, 8), "interleaved")):
@@ -59,6 +56,6 @@ def backward_adjoint() -> float:
         g, dx = rng.standard_normal((2, 6, 2, 64)), rng.standard_normal((2, 6, 2, 64))
         kw = dict(mrope_section=section, variant=variant, rotary_dim=48, layout=layout, backend="numpy")
         grad = backward.apply_vjp(g, pos, **kw)
-        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, apply(dx, pos, **kw),
-                                                          rope_backward.pair_weights(g, dx, 48, layout)))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, apply(dx, pos, **kw),
+                                                          rotation_backward.pair_weights(g, dx, 48, layout)))
     return worst

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import mrope
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.mrope import oracle
+from reference.mrope.positions import rope_index
 
 PROTOCOL = "mrope.apply"
 POSITIONS = "mrope.positions"
@@ -137,7 +140,7 @@ def _drawn_cases(draw) -> list:
     return out
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. Sizes: the
 # golden reference settles every output in mpmath (about 60 us each), so the matrix keeps the
 # shapes and drops the bulk: head 16 with the models' section patterns scaled down (qwen2's
@@ -187,40 +190,45 @@ def _tile_row(draw, n, far):
 
 
 def shape_matrix(draw) -> list:
-    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both variants, the tile
-    lengths and head counts alternating between them."""
-    far, out, variants = serving.FAR_POSITION, [], ("qwen2", "qwen3")
-    for variant in variants:
-        for b in serving.DECODE_BATCHES:
-            toks = _thw_tokens(draw, b, far, b - 1 if b > 2 else None)
-            streams3 = tuple(tuple((tok[k],) for tok in toks) for k in range(3))
-            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
-                                   f"(t, h, w) ({toks[:2]}...; w = {far} in row 1).", ("BatchedDecode", "ImageBlock"),
-                                   streams3, serving.heads_unlike(b, 1), variant))
-    for k, n in enumerate(serving.TILE_LENGTHS):
+    """[(kind, TestGroupSpec)] of the whole matrix (serving.matrix): batched decode in both
+    variants, the tile lengths and head counts alternating between them."""
+    far = serving.FAR_POSITION
+
+    def decode(variant, b):
+        toks = _thw_tokens(draw, b, far, b - 1 if b > 2 else None)
+        streams3 = tuple(tuple((tok[k],) for tok in toks) for k in range(3))
+        return _shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                           f"(t, h, w) ({toks[:2]}...; w = {far} in row 1).", ("BatchedDecode", "ImageBlock"),
+                           streams3, serving.heads_unlike(b, 1), variant)
+
+    def seq(variant, n):
         streams3, (before, rows, cols, start) = _tile_row(draw, n, far)
-        heads = 1 if n > 100 else serving.heads_unlike(1, n)
-        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens: {before} text, a {rows} x {cols} image block and "
-                               f"text, from position {start}; {heads} head(s).", ("TileBoundary", "ImageBlock"),
-                               streams3, heads, variants[k % 2]))
-    for k, h in enumerate(serving.HEAD_COUNTS):
+        heads = serving.seq_heads(n)
+        return _shape_case("seq", f"seq-{n}", f"{n} tokens: {before} text, a {rows} x {cols} image block and "
+                           f"text, from position {start}; {heads} head(s).", ("TileBoundary", "ImageBlock"),
+                           streams3, heads, variant)
+
+    def heads(variant, h):
         toks = _thw_tokens(draw, 2, far)
         streams3 = tuple((tuple(tok[j] for tok in toks),) for j in range(3))
-        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn (t, h, w) {toks}.",
-                               ("HeadCount",), streams3, h, variants[k % 2]))
-    return out
+        return _shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn (t, h, w) {toks}.",
+                           ("HeadCount",), streams3, h, variant)
+
+    return serving.matrix(("qwen2", "qwen3"), decode, seq, heads)
+
+
+def _stream_rows(test):
+    """A test's rows of tokens: those of its first stream (t)."""
+    return test.positions[0]
 
 
 def _token_heads(tg) -> int:
-    test = tg.tests[0]
-    return len(test.positions[0]) * len(test.positions[0][0]) * test.heads
+    return serving.token_heads(tg, _stream_rows)
 
 
-def fresh_groups(draw, shapes="sample") -> list:
-    """mrope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
-    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_cases(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+# mrope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes`` is
+# "full", else one cheap case of each kind of SAMPLE_KINDS (drawn).
+fresh_groups = serving.fresh_cases(_drawn_cases, shape_matrix, SAMPLE_KINDS, SAMPLE_MAX_TOKEN_HEADS, _stream_rows)
 
 
 @dataclass(frozen=True)
@@ -268,8 +276,6 @@ def build_positions(case_id, params, test):
 
 
 def compute_positions(params, inputs, backend):
-    from reference.mrope.positions import rope_index
-
     return {"expected": rope_index(inputs["token_types"], inputs["grids"])}
 
 
@@ -281,8 +287,6 @@ def shapes_positions(params, arrays):
 
 
 def exact_positions(params, inputs):
-    from reference.mrope import oracle
-
     return {"expected": oracle.rope_index_exact(inputs["token_types"], inputs["grids"])}
 
 
@@ -298,8 +302,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import mrope
-
     return {"expected": mrope.apply(inputs["x"], inputs["positions"], backend=backend, mode="golden", **_kwargs(params))}
 
 
@@ -312,8 +314,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.mrope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"], inputs["positions"], params["rotary_dim"], params["base"],
                                            params["layout"], params["mrope_section"], params["variant"])}
 

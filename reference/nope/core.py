@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope._validate import check_backend, check_mode, check_positions, check_x
+from reference.numerics.validate import check_backend, check_mode, check_positions, check_x
 
 
 def apply(x, positions, *, backend: str = "cpu", mode: str = "fast") -> np.ndarray:
@@ -16,7 +16,7 @@ def apply(x, positions, *, backend: str = "cpu", mode: str = "fast") -> np.ndarr
     if backend == "numpy":
         return x
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.copy(x)

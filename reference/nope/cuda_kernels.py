@@ -5,8 +5,7 @@
 import numpy as np
 from numba import cuda, float64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device
 
 
 def copy_kernel(src, out):
@@ -20,12 +19,10 @@ _copy_jit = cuda.jit(copy_kernel)
 
 
 def copy(x: np.ndarray) -> np.ndarray:
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
+    check_device()
     flat = x.reshape(-1)
     if flat.size == 0:
         return x.copy()
     d_out = cuda.device_array_like(flat)
-    blocks = max(1, min(_MAX_BLOCKS, (flat.size + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-    _copy_jit[blocks, THREADS_PER_BLOCK](cuda.to_device(flat), d_out)
+    _copy_jit[blocks(flat.size), THREADS_PER_BLOCK](cuda.to_device(flat), d_out)
     return d_out.copy_to_host().reshape(x.shape)

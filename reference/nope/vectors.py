@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import nope
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.nope import oracle
 
 APPLY = "nope.apply"
 HF_LLAMA4 = "https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama4/modeling_llama4.py"
@@ -71,7 +73,7 @@ def _drawn_case(draw) -> list:
                                                      f"heads, head dim {d}.", (), positions, h),))]
 
 
-# The serving shape matrix (issue 14) with rope.apply's sizes (reference/rope/vectors.py): batched
+# The serving shape matrix (issue 14) with rope.apply's sizes (reference/rope/vectors/fresh.py): batched
 # decode, tile-boundary lengths with two rows, head counts and a long prefill, at head 128 (Llama
 # 4's and SmolLM3's), every position drawn from the run's seed. The expected output is x itself:
 # about 2.6 million values, graded exactly in about a second.
@@ -87,22 +89,27 @@ def _shape_case(kind, name, comment, flags, rows, heads):
 
 
 def shape_matrix(draw) -> list:
-    """[(kind, TestGroupSpec)] of the whole matrix."""
-    far, out = serving.FAR_POSITION, []
-    for b in serving.DECODE_BATCHES:
+    """[(kind, TestGroupSpec)] of the whole matrix: serving.matrix's kinds, then a long prefill."""
+    far = serving.FAR_POSITION
+
+    def decode(_variant, b):
         rows = serving.decode_rows(draw, b, far)
-        out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own position "
-                               f"({rows[:3]}...; 0 and {far} included).", ("Decode", "BatchedDecode"),
-                               [(p,) for p in rows], serving.heads_unlike(b, 1)))
-    for n in serving.TILE_LENGTHS:
+        return _shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own position "
+                           f"({rows[:3]}...; 0 and {far} included).", ("Decode", "BatchedDecode"),
+                           [(p,) for p in rows], serving.heads_unlike(b, 1))
+
+    def seq(_variant, n):
         starts = (draw.integer(0, 4096), draw.integer(0, far - n))
-        out.append(_shape_case("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}.",
-                               ("Prefill", "TileBoundary"), [range(s0, s0 + n) for s0 in starts],
-                               serving.heads_unlike(2, n)))
-    for h in serving.HEAD_COUNTS:
+        return _shape_case("seq", f"seq-{n}", f"2 rows of {n} tokens from positions {list(starts)}.",
+                           ("Prefill", "TileBoundary"), [range(s0, s0 + n) for s0 in starts],
+                           serving.heads_unlike(2, n))
+
+    def heads(_variant, h):
         rows = [draw.integers(0, 65535, 5) for _ in range(2)]
-        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 rows of 5 tokens at drawn positions.",
-                               ("HeadCount",), rows, h))
+        return _shape_case("heads", f"heads-{h}", f"{h} heads, 2 rows of 5 tokens at drawn positions.",
+                           ("HeadCount",), rows, h)
+
+    out = serving.matrix((None,), decode, seq, heads)
     start = draw.integer(0, 4096)
     out.append(_shape_case("long", f"prefill-{serving.LONG_PREFILL}", f"a long prefill: "
                            f"{serving.LONG_PREFILL} tokens from position {start}.", ("Prefill", "LongPrefill"),
@@ -110,16 +117,10 @@ def shape_matrix(draw) -> list:
     return out
 
 
-def _token_heads(tg) -> int:
-    test = tg.tests[0]
-    return len(test.positions) * len(test.positions[0]) * test.heads
-
-
-def fresh_apply(draw, shapes="sample") -> list:
-    """nope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
-    is "full", else one case of each kind of SAMPLE_KINDS (drawn among the small ones)."""
-    groups = _drawn_case(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+_token_heads = serving.token_heads
+# nope.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes`` is
+# "full", else one case of each kind of SAMPLE_KINDS (drawn among the small ones).
+fresh_apply = serving.fresh_cases(_drawn_case, shape_matrix, SAMPLE_KINDS, SAMPLE_MAX_TOKEN_HEADS)
 
 
 def build_apply(case_id, params, test):
@@ -129,8 +130,6 @@ def build_apply(case_id, params, test):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import nope
-
     return {"expected": nope.apply(inputs["x"], inputs["positions"], backend=backend, mode="golden")}
 
 
@@ -139,8 +138,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.nope import oracle
-
     return {"expected": oracle.apply_exact(inputs["x"])}
 
 

@@ -1,7 +1,8 @@
 """reference.rope: rotary position embedding (RoPE) in float64.
 
-Public API (the team contract; see core.py, layouts.py, complex_form.py, matrix.py,
-theta.py for formulas and sources):
+Public API (the team contract; formulas and sources in complex_form.py, matrix.py and, for the
+family-free numerics RoPE is built on and re-exports here, reference/numerics/: rotation.py,
+layouts.py, frequencies.py, phase.py):
 
 - inv_freq(rotary_dim, base) / inv_freq_dd(rotary_dim, base): theta_i = base**(-2i/r)
 - angles(positions, inv_freq): the plain product m * theta_i
@@ -31,13 +32,14 @@ Fast apply is within (2 kappa + 2)(1 + 2**-50) ulps of each pair's norm, proven 
 within kappa ulps (4 for kappa = 1); golden apply outputs are correctly rounded.
 """
 
-from ._validate import BACKENDS, LAYOUTS, MODES
+from reference.numerics import phase
+from reference.numerics.frequencies import ROPE_TYPES, frequencies, inv_freq, inv_freq_dd
+from reference.numerics.layouts import layout_permutation, pair_indices, rotate_pairs
+from reference.numerics.phase import FrequencyTable, cos_sin_table, ladder, rotate_table, table_from_mp
+from reference.numerics.rotation import angles, apply, cos_sin
+from reference.numerics.validate import BACKENDS, LAYOUTS, MODES
+
 from .complex_form import apply_complex, freqs_cis
-from . import phase
-from .core import angles, apply, cos_sin
-from .phase import FrequencyTable, cos_sin_table, ladder, rotate_table, table_from_mp
-from .theta import ROPE_TYPES, frequencies, inv_freq, inv_freq_dd
-from .layouts import layout_permutation, pair_indices, rotate_pairs
 from .matrix import rotation_matrix
 
 __all__ = [

@@ -21,10 +21,11 @@ import math
 import mpmath
 import numpy as np
 
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.phase import ladder
+from reference.numerics.rotation import apply, cos_sin
+
 from . import oracle
-from .core import apply, cos_sin
-from .phase import ladder
-from .theta import inv_freq
 
 
 def sample_positions(rng, count, max_position):

@@ -13,7 +13,7 @@ constant (it does not depend on x), so it enters the backward exactly as in the 
 Shapes: g [batch, seq, heads, head_dim] (any real dtype, computed in float64), positions int
 [batch, seq]; the result is float64 shaped like g.
 
-Implementation. ``apply_vjp`` is ``reference.rope.apply`` at -m (positions negated exactly), so:
+Implementation (reference/numerics/rotation_backward.py). ``apply_vjp`` is ``reference.rope.apply`` at -m (positions negated exactly), so:
 
 - mode "fast" reuses the forward kernels of the chosen backend ("cpu" Numba, "cuda", "numpy" twin)
   and has the forward's accuracy: each output within (2 kappa + 2)(1 + 2**-50) ulps of its pair's
@@ -41,58 +41,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import core
-from ._validate import check_layout, check_positions, resolve_rotary_dim
-from .layouts import pair_indices, rotate_pairs
-from .theta import frequencies
+from reference.numerics.frequencies import frequencies
+from reference.numerics.layouts import pair_indices
+from reference.numerics.rotation import apply
+from reference.numerics.rotation_backward import (apply_jvp, apply_vjp, check_cotangent,  # noqa: F401  (RoPE's backward API)
+                                                  transposed_rotation)
+from reference.numerics.validate import check_layout, check_positions, resolve_rotary_dim
 
 __all__ = ["apply_vjp", "apply_jvp", "transposed_rotation", "mutants", "MUTANT_CODES"]
 
 MUTANT_CODES = ("backward-transposed", "backward-layout", "backward-missing", "backward-scale")
-
-
-def check_cotangent(g, name="g") -> np.ndarray:
-    """g: a 4-D real array [batch, seq, heads, head_dim]; a fresh float64 C-order copy.
-
-    ValueError naming ``name`` otherwise (the forward's checks would name ``x``)."""
-    arr = np.asarray(g)
-    if arr.dtype.kind not in "fiu":
-        raise ValueError(f"{name}: must have a real numeric dtype, got {arr.dtype}")
-    if arr.ndim != 4:
-        raise ValueError(f"{name}: must be 4-D [batch, seq, heads, head_dim], got shape {arr.shape}")
-    return np.array(arr, dtype=np.float64, order="C", copy=True)
-
-
-def apply_vjp(g, positions, *, rotary_dim=None, base=10000.0, layout="half", scaling=None, seq_len=None,
-              backend="cpu", mode="fast"):
-    """grad_x = f R_{-m} g on the rotated pairs, g on the tail: the VJP of reference.rope.apply.
-
-    g: cotangent [batch, seq, heads, head_dim]; positions int [batch, seq] (|m| <= 2**53);
-    rotary_dim, base, layout, scaling, seq_len, backend, mode: as reference.rope.apply.
-    Returns float64 shaped like g. fast: the forward kernels at -m (4 pair-ulps); golden: each
-    value the nearest double to the exact VJP.
-    """
-    cot = check_cotangent(g)
-    m = check_positions(positions, cot.shape[:2])  # |m| <= 2**53, so -m cannot overflow
-    return core.apply(cot, -m, rotary_dim=rotary_dim, base=base, layout=layout, scaling=scaling,
-                      seq_len=seq_len, backend=backend, mode=mode)
-
-
-def apply_jvp(dx, positions, **kwargs):
-    """J dx, the Jacobian-vector product: apply is linear in x, so it is apply itself."""
-    return core.apply(dx, positions, **kwargs)
-
-
-def transposed_rotation(g, positions, *, rotary_dim=None, base=10000.0, layout="half", scaling=None,
-                        seq_len=None, backend="cpu", mode="fast"):
-    """(f R_m)^T g built from the forward's own cos/sin table at +m: pairs (a c + b s, b c - a s)
-    with (c, s) = f (cos, sin) of m theta_i, the tail copied. This is what autograd computes from
-    the saved table; it equals apply_vjp bit for bit (the table is odd/even in m bit for bit)."""
-    cot = check_cotangent(g)
-    r = resolve_rotary_dim(rotary_dim, cot.shape[3])
-    m = check_positions(positions, cot.shape[:2])
-    c, s = core.cos_sin(m, r, base, scaling=scaling, seq_len=seq_len, backend=backend, mode=mode)
-    return rotate_pairs(cot, c, -s, layout=check_layout(layout), rotary_dim=r)
 
 
 def _attention_factor(r, base, scaling, seq_len) -> float:
@@ -129,7 +87,7 @@ def mutants(g, positions, *, rotary_dim=None, base=10000.0, layout="half", scali
              if f != 1.0 else [("the rotated pairs' gradient is doubled", rescaled(2.0))])
     out = {
         "backward-transposed": [("the gradient is rotated by R_m (the forward) instead of R_{-m}",
-                                 core.apply(cot, m, layout=layout, **kw))],
+                                 apply(cot, m, layout=layout, **kw))],
         "backward-layout": [(f"the gradient is paired in the {other} layout", apply_vjp(cot, m, layout=other, **kw))],
         "backward-missing": [("no gradient reaches x (zeros, or the output is detached)", np.zeros_like(cot))],
         "backward-scale": scale,
@@ -137,35 +95,3 @@ def mutants(g, positions, *, rotary_dim=None, base=10000.0, layout="half", scali
     if r < cot.shape[3]:
         out["backward-missing"].append(("the pass-through tail gets no gradient", no_tail))
     return out
-
-
-# ---- the adjoint identity <VJP(g), dx> = <g, J dx>, used by every rotary family's identities ----
-
-
-def pair_weights(g, dx, rotary_dim, layout, amplitude=None) -> np.ndarray:
-    """N_t = sum_pairs A |g_pair| |dx_pair| + sum_tail A_tail |g_j| |dx_j| per token and head
-    ([..., ] = g.shape[:-1]): the scale of the adjoint residual. amplitude: None (1), or a pair of
-    arrays (A on the pairs [..., r/2], A on the tail [...]) broadcastable against them."""
-    g = np.asarray(g, dtype=np.float64)
-    dx = np.asarray(dx, dtype=np.float64)
-    first, second = pair_indices(rotary_dim, layout)
-    pairs = np.hypot(g[..., first], g[..., second]) * np.hypot(dx[..., first], dx[..., second])
-    tail = np.abs(g[..., rotary_dim:] * dx[..., rotary_dim:]).sum(axis=-1)
-    if amplitude is not None:
-        pairs = pairs * amplitude[0]
-        tail = tail * amplitude[1]
-    return pairs.sum(axis=-1) + tail
-
-
-def adjoint_residual(grad, dx, g, jdx, weights) -> float:
-    """max over tokens and heads of |<grad, dx> - <g, J dx>| / N, each dot product over the last
-    axis summed with math.fsum (correctly rounded); weights N as from ``pair_weights``."""
-    import math
-
-    grad, dx, g, jdx = (np.asarray(a, dtype=np.float64) for a in (grad, dx, g, jdx))
-    lhs = np.array([math.fsum(row) for row in (grad * dx).reshape(-1, grad.shape[-1])])
-    rhs = np.array([math.fsum(row) for row in (g * jdx).reshape(-1, g.shape[-1])])
-    w = np.asarray(weights, dtype=np.float64).reshape(-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(lhs == rhs, 0.0, np.abs(lhs - rhs) / w)
-    return float(np.max(r)) if r.size else 0.0

@@ -8,14 +8,14 @@ the identities compare against apply(layout="interleaved").
 """
 
 
-from ._validate import check_base, check_positions, check_rotary_dim, check_x, resolve_rotary_dim
-from .phase import _cos_sin, ladder
+from reference.numerics.phase import cos_sin_table, ladder
+from reference.numerics.validate import check_base, check_positions, check_rotary_dim, check_x, resolve_rotary_dim
 
 
 def freqs_cis(positions, rotary_dim, base=10000.0):
     """e^{i m theta_i} as complex128 [..., r/2] for positions [...] (int64)."""
     r = check_rotary_dim(rotary_dim)
-    c, s = _cos_sin(check_positions(positions), ladder(r, check_base(base)), "numpy", "fast")
+    c, s = cos_sin_table(check_positions(positions), ladder(r, check_base(base)), backend="numpy")
     return c + 1j * s
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference import rope  # rope.cos_sin is looked up at call time, so a replaced one is used
-from reference.rope._validate import check_rotary_dim
+from reference.numerics.validate import check_rotary_dim
 
 __all__ = [
     "phases",

@@ -29,7 +29,8 @@ import numpy as np
 
 from reference import rope
 from reference.identities import register
-from reference.rope import LAYOUTS, decay
+from reference.numerics import rotation_backward
+from reference.rope import LAYOUTS, backward, decay
 
 U = 2.0 ** -53  # float64 unit roundoff
 
@@ -502,7 +503,7 @@ def decay_curve() -> float:
 
 
 # The scaling types' identities live with them (reference/rope/scaling/identities.py).
-from reference.rope.scaling import identities as _scaling_identities  # noqa: E402,F401
+from reference.rope import scaling_identities as _scaling_identities  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,8 +537,6 @@ def backward_is_inverse_rotation() -> float:
     then do the same two products and one sum per element (a c - b (-s) = a c + b s and
     a (-s) + b c = b c - a s exactly: a negation never rounds). The tail is copied by both.
     """
-    from reference.rope import backward
-
     worst = 0.0
     for (head_dim, rotary_dim, base, layout), be in itertools.product(CONFIGS, APPLY_BACKENDS):
         _, ms, g = _backward_case("rope.backward-is-inverse-rotation", head_dim)
@@ -560,8 +559,6 @@ def backward_scaled_inverse_rotation() -> float:
     then two products and a sum: (6u + u) f (|a| + |b|) (the sum's rounding is relative to its
     result, at most f(|a| + |b|)). Both within 7u f (|a| + |b|) of f R_{-m} g: 14u apart.
     """
-    from reference.rope import backward
-
     worst = 0.0
     for (head_dim, rotary_dim, base, layout), scaling in itertools.product(CONFIGS[:3], BACKWARD_SCALINGS[1:]):
         _, ms, g = _backward_case("rope.backward-scaled-inverse-rotation", head_dim)
@@ -583,15 +580,13 @@ def backward_scaled_inverse_rotation() -> float:
           "(5 model configs, default and 3 scaling types, cpu and numpy, m up to 2^24)")
 def backward_adjoint() -> float:
     """Residual: max over tokens and heads of |<apply_vjp(g), dx> - <g, apply(dx)>| / N with
-    N = sum_pairs f |g_pair| |dx_pair| + sum_tail |g_j| |dx_j| (backward.adjoint_residual).
+    N = sum_pairs f |g_pair| |dx_pair| + sum_tail |g_j| |dx_j| (rotation_backward.adjoint_residual).
 
     Bound 24u: each side is a computed linear map (per pair element within 7u f |pair| of the exact:
     RoPE's 5u with |a c| + |b s| <= |(a, b)|, plus 2u for the factor f rounded and applied, so 9.9u f
     |pair| per pair as a vector, which Cauchy-Schwarz turns into 9.9u N in the dot product) and an fsum
     dot (each product rounded, the sum once: 2u N). Both sides 11.9u N: 23.8u N apart.
     """
-    from reference.rope import backward
-
     worst = 0.0
     for (head_dim, rotary_dim, base, layout), scaling, be in itertools.product(CONFIGS, BACKWARD_SCALINGS,
                                                                                 APPLY_BACKENDS):
@@ -601,6 +596,6 @@ def backward_adjoint() -> float:
         grad = backward.apply_vjp(g, ms, **kw)
         jdx = backward.apply_jvp(dx, ms, **kw)
         f = rope.frequencies(rotary_dim, base, scaling)[1]
-        weights = backward.pair_weights(g, dx, rotary_dim, layout, (f, 1.0))
-        worst = max(worst, backward.adjoint_residual(grad, dx, g, jdx, weights))
+        weights = rotation_backward.pair_weights(g, dx, rotary_dim, layout, (f, 1.0))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, jdx, weights))
     return worst

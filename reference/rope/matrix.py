@@ -7,9 +7,9 @@ sit on the index pairs (i, i + r/2) instead of (2i, 2i+1), so that apply(x) = R 
 
 import numpy as np
 
-from ._validate import MAX_ABS_POSITION, check_base, check_layout, check_rotary_dim
-from .layouts import pair_indices
-from .phase import _cos_sin, ladder
+from reference.numerics.layouts import pair_indices
+from reference.numerics.phase import cos_sin_table, ladder
+from reference.numerics.validate import MAX_ABS_POSITION, check_base, check_layout, check_rotary_dim
 
 
 def rotation_matrix(position, rotary_dim, base=10000.0, layout="half"):
@@ -20,7 +20,7 @@ def rotation_matrix(position, rotary_dim, base=10000.0, layout="half"):
         raise ValueError("position: |position| above 2**53 is not supported")
     r = check_rotary_dim(rotary_dim)
     layout = check_layout(layout)
-    c, s = _cos_sin(np.array(int(position), dtype=np.int64), ladder(r, check_base(base)), "numpy", "fast")
+    c, s = cos_sin_table(np.array(int(position), dtype=np.int64), ladder(r, check_base(base)), backend="numpy")
     first, second = pair_indices(r, layout)
     mat = np.zeros((r, r), dtype=np.float64)
     mat[first, first] = c

@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reference.golden.catalog import TestGroupSpec
-from reference.rope import scaling as scalings
-from reference.rope.vectors import RopeTest, around, decode, left_padded, prefill, row_offsets
+from reference.numerics import scaling as scalings
+from reference.rope.vectors.catalog import around, decode, left_padded, prefill, row_offsets
+from reference.rope.vectors.records import RopeTest
 
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 POWERS = (11, 16, 20, 24)  # those around() describes

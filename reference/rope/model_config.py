@@ -17,7 +17,7 @@ whose pairing posref does not know) raises ConfigError naming the field: never a
 ``PROTOCOL`` is the protocol these settings are graded with (reference.zoo.plan).
 
 Params are those of the catalog's RoPE groups: ``{head_dim, rotary_dim, base, layout, scaling}``
-(``scaling`` a dict with ``rope_type``, checked by reference.rope.scaling, or None).
+(``scaling`` a dict with ``rope_type``, checked by reference.numerics.scaling, or None).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from reference.rope import scaling as scalings
+from reference.numerics import scaling as scalings
 
 # The pair layout of each architecture's RoPE in transformers' modeling code: "half" pairs (i,
 # i + r/2) (rotate_half), "interleaved" pairs (2i, 2i + 1) (GPT-J's rotate_every_two, GLM's
@@ -205,7 +205,7 @@ def _merge_equal(kinds: dict) -> dict:
 
 
 def _scaling(scaling, config: dict, max_positions: int, kind: str, notes: list):
-    """The scaling dict as reference.rope.scaling takes it; ConfigError naming a bad field."""
+    """The scaling dict as reference.numerics.scaling takes it; ConfigError naming a bad field."""
     if scaling is None:
         return None
     if not isinstance(scaling, dict):

@@ -13,7 +13,7 @@ x and positions of each step. The arrays hold the steps concatenated along the s
 
 ``cast``: the runner casts the module with ``module.to(dtype)`` (as ``model.to(torch.bfloat16)``)
 before the first step. The scripts re-enact documented bugs of stateful rotary modules (see the
-comments of each test and ``NOTES``). Registered in reference/rope/vectors.py (``PROTOCOLS``,
+comments of each test and ``NOTES``). Registered in reference/rope/vectors/ (``PROTOCOLS``,
 ``groups()``, ``NOTES``), which the golden catalog reads.
 """
 
@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import rope
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.rope import oracle
 
 HF_ROPE_UTILS = "https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py"
 HF_DYNAMIC_RESET = "https://github.com/huggingface/transformers/pull/30315"
@@ -244,8 +246,6 @@ def _scaling(params, seq_len) -> dict:
 def compute(params: dict, inputs: dict, backend: str) -> dict:
     """``expected``: each step's slice = reference.rope.apply(mode="golden") with the step's own
     current length (no state from earlier steps)."""
-    from reference import rope
-
     parts = [np.asarray(rope.apply(x, pos, rotary_dim=params["rotary_dim"], base=params["base"],
                                    layout=params["layout"], backend=backend, mode="golden",
                                    **_scaling(params, n)), dtype=np.float64)
@@ -254,8 +254,6 @@ def compute(params: dict, inputs: dict, backend: str) -> dict:
 
 
 def exact(params: dict, inputs: dict) -> dict:
-    from reference.rope import oracle
-
     parts = [oracle.apply_exact(x, pos, params["rotary_dim"], params["base"], params["layout"],
                                 **_scaling(params, n))
              for x, pos, n in _steps(params, inputs)]

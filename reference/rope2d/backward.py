@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import backward as rope_backward
+from reference.numerics import rotation_backward
 
 from .core import apply
 
@@ -45,7 +45,7 @@ def apply_vjp(g, coords, *, base=100.0, layout="interleaved", order=("x", "y"), 
 
     g [batch, seq, heads, head_dim], coords int [batch, seq, 2]; other arguments as rope2d.apply.
     float64 shaped like g."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     return apply(cot, _negated(coords), base=base, layout=layout, order=order, cls_tokens=cls_tokens, freqs=freqs,
                  backend=backend, mode=mode)
 
@@ -54,7 +54,7 @@ def mutants(g, coords, *, base=100.0, layout="interleaved", order=("x", "y"), cl
             backend="numpy", mode="fast") -> dict:
     """{diagnosis code: [(description, wrong gradient)]}: R instead of R^T, the other layout, zeros
     (and CLS tokens without gradient), the gradient doubled."""
-    cot = rope_backward.check_cotangent(g)
+    cot = rotation_backward.check_cotangent(g)
     kw = dict(base=base, order=order, cls_tokens=cls_tokens, freqs=freqs, backend=backend, mode=mode)
     other = "interleaved" if layout == "half" else "half"
     right = apply_vjp(cot, coords, layout=layout, **kw)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.rope import phase
-from reference.rope._validate import as_x, check_backend, check_base, check_layout, check_mode, check_x
-from reference.rope.layouts import pair_indices
+from reference.numerics import phase
+from reference.numerics.validate import as_x, check_backend, check_base, check_layout, check_mode, check_x
+from reference.numerics.layouts import pair_indices
 
 
 def axes_of_pairs(head_dim: int) -> np.ndarray:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference import rope
 from reference.identities import register
-from reference.rope2d import apply
+from reference.numerics import rotation, rotation_backward
+from reference.numerics.layouts import pair_indices
+from reference.rope2d import apply, backward
+from reference.rope2d.vectors import grid_coords, mixed_freqs
 
 D = 32
 
@@ -28,8 +30,6 @@ def separable() -> float:
     x = _x(1)
     worst = 0.0
     for layout in ("interleaved", "half"):
-        from reference.rope.layouts import pair_indices
-
         first, second = pair_indices(D, layout)
         xa, xb = np.concatenate([first[: D // 4], second[: D // 4]]), np.concatenate([first[D // 4:], second[D // 4:]])
         base = apply(x, COORDS, layout=layout, mode="golden", backend="numpy")
@@ -53,7 +53,7 @@ def row_is_1d() -> float:
     # the first-axis pairs of the half layout are (i, i + d/2) for i < d/4: gather them as a head of d/2
     q = D // 4
     sub = np.concatenate([x[..., :q], x[..., D // 2: D // 2 + q]], axis=-1)
-    one_d = rope.apply(sub, coords[..., 0], base=100.0, layout="half", mode="golden", backend="numpy")
+    one_d = rotation.apply(sub, coords[..., 0], base=100.0, layout="half", mode="golden", backend="numpy")
     got = np.concatenate([out[..., :q], out[..., D // 2: D // 2 + q]], axis=-1)
     untouched = np.concatenate([out[..., q: D // 2], out[..., D // 2 + q:]], axis=-1)
     rest = np.concatenate([x[..., q: D // 2], x[..., D // 2 + q:]], axis=-1)
@@ -67,8 +67,6 @@ def resolution_change() -> float:
     """Residual: max difference between the patches of a 4 x 6 grid computed inside an 8 x 12 grid
     and the 4 x 6 grid computed on its own (row-major positions recomputed). Bound 0: golden values
     are exact functions of each patch's input and coordinates."""
-    from reference.rope2d.vectors import grid_coords, mixed_freqs
-
     big, small = grid_coords(8, 12, 0), grid_coords(4, 6, 0)
     keep = [y * 12 + x for y in range(4) for x in range(6)]
     worst = 0.0
@@ -95,9 +93,6 @@ def backward_adjoint() -> float:
     and 2u N from the fsum dot. For RoPE-Mixed the argument does not even need accurate cos/sin: the
     backward turns by exactly the computed forward angle, backwards.
     """
-    from reference.rope import backward as rope_backward
-    from reference.rope2d import backward
-
     rng = np.random.default_rng(2403_13298)
     worst = 0.0
     cases = ((dict(base=100.0, layout="interleaved", order=("x", "y"), cls_tokens=1), 2),
@@ -110,6 +105,6 @@ def backward_adjoint() -> float:
             kw = dict(kw, freqs=rng.standard_normal((2, heads, 8)))
         grad = backward.apply_vjp(g, coords, backend="numpy", **kw)
         jdx = apply(dx, coords, backend="numpy", **kw)
-        worst = max(worst, rope_backward.adjoint_residual(grad, dx, g, jdx,
-                                                          rope_backward.pair_weights(g, dx, 16, kw["layout"])))
+        worst = max(worst, rotation_backward.adjoint_residual(grad, dx, g, jdx,
+                                                          rotation_backward.pair_weights(g, dx, 16, kw["layout"])))
     return worst

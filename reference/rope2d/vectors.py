@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import rope2d
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.rope2d import oracle
 
 PROTOCOL = "rope2d.apply"
 ROPE_VIT = "https://arxiv.org/abs/2403.13298"
@@ -108,7 +110,7 @@ def _drawn_case(draw) -> list:
                                             params["cls_tokens"]),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched rows of
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched rows of
 # one patch, tile-boundary lengths and head counts, every coordinate drawn from the run's seed.
 # Coordinates go up to 4095 (a 4096 x 4096 patch grid), the 2-D counterpart of rope.apply's
 # 131071. Sizes: the golden reference settles every output in mpmath (about 80 us each), so the
@@ -144,44 +146,48 @@ def _patches(draw, count, fixed):
 
 
 def shape_matrix(draw) -> list:
-    """[(kind, TestGroupSpec)] of the whole matrix: batched single patches in both configurations
-    (no CLS token: a row of one CLS token would not rotate), the tile lengths and head counts
-    alternating between them (the vit prefills open with a CLS token)."""
-    far, out, configs = FAR_COORD, [], ("qwen2-vl", "vit")
-    for config in configs:
-        for b in serving.DECODE_BATCHES:
-            fixed = {1: (far, far), b - 1: (0, 0)} if b > 2 else {1: (far, far)}
-            pts = _patches(draw, b, fixed)
-            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one patch each, each at its own "
-                                   f"(x, y) ({pts[:3]}...; (0, 0) and ({far}, {far}) included).", ("BatchedDecode",),
-                                   [[p] for p in pts], serving.heads_unlike(b, 1), config))
-    for k, n in enumerate(serving.TILE_LENGTHS):
-        config = configs[k % 2]
+    """[(kind, TestGroupSpec)] of the whole matrix (serving.matrix): batched single patches in both
+    configurations (no CLS token: a row of one CLS token would not rotate), the tile lengths and
+    head counts alternating between them (the vit prefills open with a CLS token)."""
+    far = FAR_COORD
+
+    def decode(config, b):
+        fixed = {1: (far, far), b - 1: (0, 0)} if b > 2 else {1: (far, far)}
+        pts = _patches(draw, b, fixed)
+        return _shape_case("decode", f"decode-b{b}", f"{b} rows of one patch each, each at its own "
+                           f"(x, y) ({pts[:3]}...; (0, 0) and ({far}, {far}) included).", ("BatchedDecode",),
+                           [[p] for p in pts], serving.heads_unlike(b, 1), config)
+
+    def seq(config, n):
         cls = 1 if config == "vit" else 0
         width = draw.integer(1, 64)
         x0, y0 = draw.integer(0, far - 63), draw.integer(0, far - (n - cls) // width - 1)
         row = [(-1, -1)] * cls + [(x0 + j % width, y0 + j // width) for j in range(n - cls)]
-        heads = 1 if n > 100 else serving.heads_unlike(1, n)
-        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens: {cls} CLS, then patches row by row of a window "
-                               f"{width} wide from ({x0}, {y0}); {heads} head(s).", ("TileBoundary",), [row],
-                               heads, config, cls))
-    for k, h in enumerate(serving.HEAD_COUNTS):
+        heads = serving.seq_heads(n)
+        return _shape_case("seq", f"seq-{n}", f"{n} tokens: {cls} CLS, then patches row by row of a window "
+                           f"{width} wide from ({x0}, {y0}); {heads} head(s).", ("TileBoundary",), [row],
+                           heads, config, cls)
+
+    def heads(config, h):
         pts = _patches(draw, 2, {})
-        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 patches at {pts}.", ("HeadCount",), [pts], h,
-                               configs[k % 2]))
-    return out
+        return _shape_case("heads", f"heads-{h}", f"{h} heads, 2 patches at {pts}.", ("HeadCount",), [pts], h,
+                           config)
+
+    return serving.matrix(("qwen2-vl", "vit"), decode, seq, heads)
+
+
+def _coords(test):
+    """A grid test's rows of tokens: its (x, y) rows."""
+    return test.coords
 
 
 def _token_heads(tg) -> int:
-    test = tg.tests[0]
-    return len(test.coords) * len(test.coords[0]) * test.heads
+    return serving.token_heads(tg, _coords)
 
 
-def fresh_groups(draw, shapes="sample") -> list:
-    """rope2d.apply's fresh cases: one drawn grid, then the shape matrix: all of it when ``shapes``
-    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_case(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+# rope2d.apply's fresh cases: one drawn grid, then the shape matrix: all of it when ``shapes`` is
+# "full", else one cheap case of each kind of SAMPLE_KINDS (drawn).
+fresh_groups = serving.fresh_cases(_drawn_case, shape_matrix, SAMPLE_KINDS, SAMPLE_MAX_TOKEN_HEADS, _coords)
 
 
 def build_apply(case_id, params, test):
@@ -202,8 +208,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import rope2d
-
     return {"expected": rope2d.apply(inputs["x"], inputs["coords"], backend=backend, mode="golden", **_kwargs(params))}
 
 
@@ -216,8 +220,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.rope2d import oracle
-
     if params["freqs"] is not None:
         return {"expected": oracle.mixed_exact(inputs["x"], inputs["coords"], params["freqs"], params["layout"],
                                                params["cls_tokens"])}

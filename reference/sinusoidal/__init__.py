@@ -7,7 +7,7 @@ Public API (core.py for formulas, sources and shapes):
   [..., d_model];
 - LAYOUTS ("interleaved", "concatenated"), EXPONENTS ("2i/d", "2i/(d-2)"), DIMS (1, 2).
 
-Angles are reduced exactly by reference.rope.phase for every |position| <= 2**53; mode="golden"
+Angles are reduced exactly by reference.numerics.phase for every |position| <= 2**53; mode="golden"
 returns correctly rounded values. Backends "cpu", "cuda", "numpy". Never imports torch.
 """
 

@@ -8,13 +8,13 @@ import numbers
 
 import numpy as np
 
-from reference.rope._validate import BACKENDS, MAX_ABS_POSITION, check_backend, check_mode  # noqa: F401
+from reference.numerics.validate import BACKENDS, MAX_ABS_POSITION, check_backend, check_mode  # noqa: F401
 
 LAYOUTS = ("interleaved", "concatenated")
 EXPONENTS = ("2i/d", "2i/(d-2)")
 DIMS = (1, 2)
 # Every frequency base**(-e) with e in [0, 2] (odd d_model with the 2i/(d-2) rule reaches e = 2)
-# must lie in [2**-64, 2**20], the range of reference.rope.phase.
+# must lie in [2**-64, 2**20], the range of reference.numerics.phase.
 MIN_BASE, MAX_BASE = 1.0, 2.0**32
 
 

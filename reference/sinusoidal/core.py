@@ -8,7 +8,7 @@ width d_model / 2: the first for coordinate 0, the second for coordinate 1. MAE 
 with ``np.meshgrid(grid_w, grid_h)``, so its coordinate 0 is the column (w) and coordinate 1 the row
 (h) of token h * W + w.
 
-The angles p w_i are reduced exactly by reference.rope.phase (the family-free frequency-table
+The angles p w_i are reduced exactly by reference.numerics.phase (the family-free frequency-table
 code), for every |p| <= 2**53, on the backends "cpu" (Numba), "cuda" (numba.cuda) and "numpy"
 (the independent twin). mode "golden": every value the float64 nearest to the exact sin / cos;
 "fast": within 1 ulp (reference/rope/ACCURACY.md). Placing the values is data movement only.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import phase
+from reference.numerics import phase
 
 from . import frequencies, layouts
 from ._validate import (

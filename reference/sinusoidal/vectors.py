@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.sinusoidal import oracle, table
 
 PROTOCOL = "sinusoidal.table"
 
@@ -228,8 +229,6 @@ def _kwargs(params):
 def compute_table(params: dict, inputs: dict, backend: str) -> dict:
     """``expected`` = reference.sinusoidal.table(positions, mode="golden") [n, d_model]: every
     value correctly rounded."""
-    from reference.sinusoidal import table
-
     out = table(inputs["positions"], params["d_model"], backend=backend, mode="golden", **_kwargs(params))
     return {"expected": np.asarray(out, dtype=np.float64)}
 
@@ -243,8 +242,6 @@ def shapes_table(params: dict, arrays: dict) -> dict:
 
 
 def exact_table(params: dict, inputs: dict) -> dict:
-    from reference.sinusoidal import oracle
-
     return {"expected": oracle.table_exact(inputs["positions"], params["d_model"], params["layout"],
                                            params["exponent"], params["base"], params["dims"])}
 

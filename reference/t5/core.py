@@ -8,7 +8,6 @@ from collections import OrderedDict
 import mpmath
 import numpy as np
 
-
 INT64_MAX = 2**63 - 1
 
 
@@ -82,7 +81,7 @@ def _table(max_exact: int, buckets: int, max_distance: int) -> np.ndarray:
 def _bucket_kernel(r, bidirectional, buckets, max_exact, max_distance) -> np.ndarray:
     """One pass over r (cpu_kernels.bucket_kernel); distances in [max_exact, max_distance) from the
     per-configuration table, each computed by _one the first time a call meets it."""
-    from . import cpu_kernels
+    from . import cpu_kernels  # numba start-up: imported on first use
 
     flat = np.ascontiguousarray(r).reshape(-1)
     out = np.empty(flat.shape, dtype=np.int64)

@@ -10,7 +10,7 @@ import numba
 import numpy as np
 
 # below this many entries the kernel runs on the calling thread (a parallel region waits for
-# every worker to be scheduled, up to a time slice on a busy machine: reference.rope.cpu_kernels)
+# every worker to be scheduled, up to a time slice on a busy machine: reference.numerics.cpu_kernels)
 PARALLEL_MIN_WORK = 1 << 22
 
 

@@ -39,7 +39,7 @@ import mpmath
 import numpy as np
 
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 from .core import _distance_table, check_config, check_inputs, inv_freq_mp, score, sinusoid
 
@@ -81,9 +81,9 @@ def score_vjp(G, q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, backend="n
     if backend == "numpy":
         return _numpy_vjp(G, q, k, u, v, w, R, index)
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     pairs, starts = pairs_by_distance(index, values.size)
     return kernels.score_vjp(G, q, k, u, v, w, R, index, pairs, starts, 1.0 / math.sqrt(q.shape[2]))
 

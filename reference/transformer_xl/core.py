@@ -9,8 +9,9 @@ import numbers
 import mpmath
 import numpy as np
 
+from reference import sinusoidal
 from reference.golden.certify import nearest_double
-from reference.rope._validate import check_backend, check_mode
+from reference.numerics.validate import check_backend, check_mode
 
 BASE = 10000.0
 MAX_LEN = 2**20  # qlen + mlen: far beyond any released model, and every distance exact in float64
@@ -77,8 +78,6 @@ def sinusoid(positions, d_model: int, *, backend="cpu", mode="fast") -> np.ndarr
     """R_p = [sin(p w) | cos(p w)] float64 [n, d_model] for integer positions [n] (Transformer-XL
     ``PositionalEmbedding``, concatenated halves, w_c = 10000^(-2c/d_model)); reference.sinusoidal's
     exactly reduced table: fast within 1.5 ulp, golden correctly rounded."""
-    from reference import sinusoidal
-
     return sinusoidal.table(np.asarray(positions, dtype=np.int64), d_model, layout="concatenated",
                             exponent="2i/d", base=BASE, backend=backend, mode=mode)
 
@@ -139,9 +138,9 @@ def score(q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, backend="cpu", mo
         position = np.einsum("ihe,ijhe->hij", q + v, r)
         return (content + position) / math.sqrt(d_head)
     if backend == "cpu":
-        from . import cpu_kernels as kernels
+        from . import cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels
+        from . import cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.score(q, k, u, v, w, R, index)
 
 
@@ -152,7 +151,7 @@ def fast_bound(q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0) -> np.ndarra
 
     S_c = sum_e |q_e + u_e| |k_e| and S_r = sum_e |q_e + v_e| sum_c |W_ec| |R_c|, which bounds the
     position term's sum sum_e |q_e + v_e| |r_e|.
-    R carries at most 1.5 ulp <= 3u |R_c| (reference.rope.phase, fast); r = W R is a dot product of
+    R carries at most 1.5 ulp <= 3u |R_c| (reference.numerics.phase, fast); r = W R is a dot product of
     d_model terms (gamma_(d_model) plus those 3u: (d_model + 3) u, plus u slack); q + u and q + v
     round once (u), each dot product of d_head terms adds d_head u, the sum of the two terms, the
     division by sqrt(d_head) (with sqrt's own rounding) and the golden value's rounding add 4u more."""

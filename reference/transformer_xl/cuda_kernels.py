@@ -18,8 +18,7 @@ import math
 import numpy as np
 from numba import cuda, float64, int64
 
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
+from reference.numerics.cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 
 def project_kernel(R, w, out):
@@ -137,31 +136,19 @@ _bias_grad_jit = cuda.jit(bias_grad_kernel)
 _distance_sums_jit = cuda.jit(distance_sums_kernel)
 
 
-def _blocks(n):
-    return max(1, min(_MAX_BLOCKS, (n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-
-
-def _require_gpu():
-    if not cuda.is_available():
-        raise ValueError("backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda is imported")
-
-
-def _dev(a):
-    return cuda.to_device(np.ascontiguousarray(a))
-
-
 def _project(R, w):
     """R W^T, [R rows, w rows], of two device arrays, on the device (project_kernel)."""
     r = cuda.device_array((R.shape[0], w.shape[0]), dtype=np.float64)
-    _project_jit[_blocks(r.size), THREADS_PER_BLOCK](R, w, r)
+    _project_jit[blocks(r.size), THREADS_PER_BLOCK](R, w, r)
     return r
 
 
 def score(q, k, u, v, w, R, index) -> np.ndarray:
-    _require_gpu()
-    r = _project(_dev(R), _dev(w))
+    check_device()
+    r = _project(to_device(R), to_device(w))
     out = cuda.device_array((q.shape[1], q.shape[0], k.shape[0]), dtype=np.float64)
-    _score_jit[_blocks(out.size), THREADS_PER_BLOCK](_dev(q), _dev(k), _dev(u), _dev(v), r, _dev(index), out)
+    _score_jit[blocks(out.size), THREADS_PER_BLOCK](to_device(q), to_device(k), to_device(u), to_device(v), r,
+                                                    to_device(index), out)
     return out.copy_to_host()
 
 
@@ -169,15 +156,16 @@ def score_vjp(G, q, k, u, v, w, R, index, pairs, starts, scale) -> dict:
     """{role: gradient} (reference.transformer_xl.backward, fast mode) from the validated float64
     inputs, R [n_t, d_model], index [qlen, klen] into the n_t distances, the pairs grouped by
     distance (pairs, starts) and scale = 1 / sqrt(d_head)."""
-    _require_gpu()
+    check_device()
     empty = lambda shape: cuda.device_array(shape, dtype=np.float64)  # noqa: E731
-    r = _project(_dev(R), _dev(w))
-    G_d, q_d, k_d, index_d = _dev(G), _dev(q), _dev(k), _dev(index)
+    r = _project(to_device(R), to_device(w))
+    G_d, q_d, k_d, index_d = to_device(G), to_device(q), to_device(k), to_device(index)
     grad_q, grad_k, biases, At = empty(q.shape), empty(k.shape), empty((2,) + u.shape), empty((w.shape[0], R.shape[0]))
-    _query_grad_jit[_blocks(grad_q.size), THREADS_PER_BLOCK](G_d, k_d, r, index_d, scale, grad_q)
-    _key_grad_jit[_blocks(grad_k.size), THREADS_PER_BLOCK](G_d, q_d, _dev(u), scale, grad_k)
-    _bias_grad_jit[_blocks(biases.size), THREADS_PER_BLOCK](G_d, k_d, r, index_d, scale, biases)
-    _distance_sums_jit[_blocks(At.size), THREADS_PER_BLOCK](G_d, q_d, _dev(v), _dev(pairs), _dev(starts), scale, At)
+    _query_grad_jit[blocks(grad_q.size), THREADS_PER_BLOCK](G_d, k_d, r, index_d, scale, grad_q)
+    _key_grad_jit[blocks(grad_k.size), THREADS_PER_BLOCK](G_d, q_d, to_device(u), scale, grad_k)
+    _bias_grad_jit[blocks(biases.size), THREADS_PER_BLOCK](G_d, k_d, r, index_d, scale, biases)
+    _distance_sums_jit[blocks(At.size), THREADS_PER_BLOCK](G_d, q_d, to_device(v), to_device(pairs), to_device(starts),
+                                                           scale, At)
     b = biases.copy_to_host()
     return {"q": grad_q.copy_to_host(), "k": grad_k.copy_to_host(), "u": b[0], "v": b[1],
-            "r_weight": _project(At, _dev(R.T)).copy_to_host()}
+            "r_weight": _project(At, to_device(R.T)).copy_to_host()}

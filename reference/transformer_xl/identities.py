@@ -9,6 +9,7 @@ import numpy as np
 
 from reference.identities import register
 from reference.transformer_xl import distances, fast_bound, score, sinusoid
+from reference.transformer_xl.backward import score_jvp, score_vjp
 
 # (qlen, mlen, clamp_len): no memory, memory as long as the segment, longer memory, one query
 # (decoding), a clamped table.
@@ -124,8 +125,6 @@ def backward_adjoint() -> float:
     d_model + 10), the product with dx and the correctly rounded fsum add 2u: (K + 2) u N. rhs:
     each score within fast_bound ((d_head + d_model + 10) u of its terms, fast_bound's counts
     summed), their sum u, the product with G and fsum 2u: (d_head + d_model + 13) u N."""
-    from reference.transformer_xl.backward import score_jvp, score_vjp
-
     rng = np.random.default_rng(20260115)
     worst = 0.0
     for qlen, mlen, clamp in SHAPES:

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 import mpmath
 
+from reference import transformer_xl
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.transformer_xl import oracle
 
 SCORE = "transformer_xl.score"
 PAPER = "https://arxiv.org/abs/1901.02860"
@@ -105,8 +107,6 @@ def build_score(case_id, params, test):
 
 
 def compute_score(params, inputs, backend):
-    from reference import transformer_xl
-
     return {"expected": transformer_xl.score(*(inputs[r] for r in INPUTS), mlen=params["mlen"],
                                              d_model=params["d_model"], clamp_len=params["clamp_len"],
                                              backend=backend, mode="golden")}
@@ -117,8 +117,6 @@ def shapes_score(params, arrays):
 
 
 def exact_score(params, inputs):
-    from reference.transformer_xl import oracle
-
     with mpmath.workprec(200):
         return {"expected": oracle.score_exact(*(inputs[r] for r in INPUTS), params["mlen"], params["d_model"],
                                                params["clamp_len"])}

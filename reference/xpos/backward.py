@@ -12,7 +12,7 @@ pair's rotation). The VJP of cotangents (g_q, g_k) is therefore the transpose pe
 
 Unlike RoPE's this is not the forward at -m (the scale would become zeta^((-m - c)/B)): the
 rotation is taken at -m and the scale at +m, by handing RoPE's amplitude code
-(``reference.rope.phase.scaled_rotate``) the negated positions and a factor that negates them back.
+(``reference.numerics.phase.scaled_rotate``) the negated positions and a factor that negates them back.
 Modes as the forward: fast, the fast rotation at -m times the float64 scale (the forward's: within
 2^-51 relative on the cpu backend, rounded once on the others); golden, each value
 the nearest double to the exact s_i(m) (a cos + b sin) (resp. s_i(m) (b cos - a sin)), over- and
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.rope import backward as rope_backward
-from reference.rope import phase
-from reference.rope._validate import (check_backend, check_base, check_layout, check_mode, check_positions,
+from reference.numerics import rotation_backward
+from reference.numerics import phase
+from reference.numerics.validate import (check_backend, check_base, check_layout, check_mode, check_positions,
                                       resolve_rotary_dim)
 
 from .core import _check, _factor, apply, fast_scales
@@ -51,8 +51,8 @@ def apply_vjp(g_q, g_k, positions, *, rotary_dim=None, base=10000.0, layout="int
     """(grad_q, grad_k), float64 [batch, seq, heads, head_dim] each: the VJP of xpos.apply for the
     cotangents g_q, g_k of (q_out, k_out) (module docstring). Arguments as xpos.apply."""
     scale_base, gamma, centre = _check(scale_base, gamma, centre)
-    gq = rope_backward.check_cotangent(g_q, "g_q")
-    gk = rope_backward.check_cotangent(g_k, "g_k")
+    gq = rotation_backward.check_cotangent(g_q, "g_q")
+    gk = rotation_backward.check_cotangent(g_k, "g_k")
     if gq.shape != gk.shape:
         raise ValueError(f"g_k: shape {gk.shape} differs from g_q's {gq.shape}")
     r = resolve_rotary_dim(rotary_dim, gq.shape[3])
@@ -79,8 +79,8 @@ def mutants(g_q, g_k, positions, *, rotary_dim=None, base=10000.0, layout="inter
               backend=backend, mode=mode)
     layout = check_layout(layout)
     other = "interleaved" if layout == "half" else "half"
-    gq = rope_backward.check_cotangent(g_q, "g_q")
-    gk = rope_backward.check_cotangent(g_k, "g_k")
+    gq = rotation_backward.check_cotangent(g_q, "g_q")
+    gk = rotation_backward.check_cotangent(g_k, "g_k")
     m = check_positions(positions, gq.shape[:2])
     rope_kw = dict(rotary_dim=rotary_dim, base=base, layout=layout, backend=backend, mode=mode)
     swapped = apply_vjp(gk, gq, m, layout=layout, **kw)
@@ -91,6 +91,6 @@ def mutants(g_q, g_k, positions, *, rotary_dim=None, base=10000.0, layout="inter
                              apply_vjp(gq, gk, m, layout=other, **kw))],
         "backward-missing": [("no gradient reaches q or k", (np.zeros_like(gq), np.zeros_like(gk)))],
         "backward-scale": [("the xPos scale is missing from the backward",
-                            (rope_backward.apply_vjp(gq, m, **rope_kw), rope_backward.apply_vjp(gk, m, **rope_kw))),
+                            (rotation_backward.apply_vjp(gq, m, **rope_kw), rotation_backward.apply_vjp(gk, m, **rope_kw))),
                            ("the q and k scales are swapped in the backward", (swapped[1], swapped[0]))],
     }

@@ -8,9 +8,17 @@ import math
 import mpmath
 import numpy as np
 
-from reference.rope import phase
-from reference.rope._validate import (as_x, check_backend, check_base, check_layout, check_mode, check_positions,
-                                      check_x, resolve_rotary_dim)
+from reference.numerics import phase
+from reference.numerics.validate import (
+    as_x,
+    check_backend,
+    check_base,
+    check_layout,
+    check_mode,
+    check_positions,
+    check_x,
+    resolve_rotary_dim,
+)
 
 
 def _check(scale_base, gamma, centre):
@@ -72,7 +80,7 @@ def fast_scales(flat, rotary_dim, scale_base, gamma, centre, sign, factor):
     within cpu_kernels.REL_ERR = 2^-51 relative of the exact value (derived in cpu_kernels.py),
     once per distinct position. Entries past the kernel's range (|e ln zeta_i| > 700: near
     overflow or subnormal) are ``factor(PREC_BITS, m, i)`` rounded once, as the golden path."""
-    from . import cpu_kernels
+    from . import cpu_kernels  # numba start-up: imported on first use
 
     values, inverse = np.unique(flat, return_inverse=True)
     hi, lo = _log_zeta(int(rotary_dim), float(gamma))

@@ -8,7 +8,8 @@ import mpmath
 import numpy as np
 
 from reference.identities import register
-from reference.xpos import apply, zeta
+from reference.numerics import rotation_backward
+from reference.xpos import apply, backward, zeta
 from reference.xpos.core import zeta_mp
 
 U = 2.0 ** -53
@@ -91,9 +92,6 @@ def backward_adjoint() -> float:
     (5u per element of the pair's norm) times the scale rounded once (u) and one product (u), 9.9u
     s_i |pair| per pair, and an fsum dot (2u N): 23.8u N for both.
     """
-    from reference.rope import backward as rope_backward
-    from reference.xpos import backward
-
     rng = np.random.default_rng(2212_10554)
     positions = np.array([[0, 1, 5, 511, 512, 4096, 20000]])  # scales stay normal (zeta_0^39)
     worst = 0.0
@@ -106,6 +104,6 @@ def backward_adjoint() -> float:
         e = ((positions - centre) / 512.0)[..., None, None]  # [1, s, 1, 1]
         s = zeta(32) ** e  # [1, s, 1, r/2]
         for grad, d, g, j, amp in ((grad_q, dq, gq, jq, s), (grad_k, dk, gk, jk, 1.0 / s)):
-            weights = rope_backward.pair_weights(g, d, 32, layout, (amp, 1.0))
-            worst = max(worst, rope_backward.adjoint_residual(grad, d, g, j, weights))
+            weights = rotation_backward.pair_weights(g, d, 32, layout, (amp, 1.0))
+            worst = max(worst, rotation_backward.adjoint_residual(grad, d, g, j, weights))
     return worst

@@ -6,14 +6,14 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.rope import oracle as rope_oracle
+from reference.numerics import rotation_oracle
 
 
-def apply_exact(q, k, positions, rotary_dim, base, layout, scale_base, gamma, centre, prec=rope_oracle.PREC_BITS):
+def apply_exact(q, k, positions, rotary_dim, base, layout, scale_base, gamma, centre, prec=rotation_oracle.PREC_BITS):
     pos = np.asarray(positions, dtype=np.int64)
     out = []
     for x, sign in ((q, 1), (k, -1)):
-        rotated = rope_oracle.apply_exact(x, pos, rotary_dim, base, layout, prec=prec)
+        rotated = rotation_oracle.apply_exact(x, pos, rotary_dim, base, layout, prec=prec)
         with mpmath.workprec(prec):
             g, r = mpmath.mpf(float(gamma)), mpmath.mpf(int(rotary_dim))
             for b, s in np.ndindex(pos.shape):

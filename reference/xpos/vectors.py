@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import xpos
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
+from reference.xpos import oracle
 
 PROTOCOL = "xpos.apply"
 XPOS = "https://arxiv.org/abs/2212.10554"
@@ -90,7 +92,7 @@ def _drawn_case(draw) -> list:
         _t("drawn", f"Drawn at run time: {b} x {s} positions near {start}.", (), rows),))]
 
 
-# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors.py): batched decode,
+# The serving shape matrix (issue 14), as rope.apply's (reference/rope/vectors/fresh.py): batched decode,
 # tile-boundary lengths and head counts, every position drawn from the run's seed. Positions stay
 # below 4096: one call shares one centring c, and zeta_0^(-|m - c|/B) (zeta_0 = 2/7, B = 512)
 # leaves float16's range once two rows are more than about 9000 positions apart, whatever c is.
@@ -112,37 +114,32 @@ def _shape_case(kind, name, comment, flags, rows, heads, layout):
 
 
 def shape_matrix(draw) -> list:
-    """[(kind, TestGroupSpec)] of the whole matrix: batched decode in both pair layouts, the tile
-    lengths and head counts alternating between them."""
-    far, out, layouts = FAR_POSITION, [], ("interleaved", "half")
-    for layout in layouts:
-        for b in serving.DECODE_BATCHES:
-            rows = serving.decode_rows(draw, b, far)
-            out.append(_shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
-                                   f"position ({rows[:3]}...; 0 and {far} included).", ("Decode", "BatchedDecode"),
-                                   [(p,) for p in rows], serving.heads_unlike(b, 1), layout))
-    for k, n in enumerate(serving.TILE_LENGTHS):
-        start = draw.integer(0, far + 1 - n)
-        heads = 1 if n > 100 else serving.heads_unlike(1, n)
-        out.append(_shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
-                               ("TileBoundary",), [range(start, start + n)], heads, layouts[k % 2]))
-    for k, h in enumerate(serving.HEAD_COUNTS):
-        rows = [draw.integers(0, far, 2)]
-        out.append(_shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
-                               ("HeadCount",), rows, h, layouts[k % 2]))
-    return out
+    """[(kind, TestGroupSpec)] of the whole matrix (serving.matrix): batched decode in both pair
+    layouts, the tile lengths and head counts alternating between them."""
+    far = FAR_POSITION
+
+    def decode(layout, b):
+        rows = serving.decode_rows(draw, b, far)
+        return _shape_case("decode", f"decode-b{b}", f"{b} rows of one token each, each at its own "
+                           f"position ({rows[:3]}...; 0 and {far} included).", ("Decode", "BatchedDecode"),
+                           [(p,) for p in rows], serving.heads_unlike(b, 1), layout)
+
+    def seq(layout, n):
+        start, heads = draw.integer(0, far + 1 - n), serving.seq_heads(n)
+        return _shape_case("seq", f"seq-{n}", f"{n} tokens from position {start}, {heads} head(s).",
+                           ("TileBoundary",), [range(start, start + n)], heads, layout)
+
+    def heads(layout, h):
+        return _shape_case("heads", f"heads-{h}", f"{h} heads, 2 tokens at drawn positions.",
+                           ("HeadCount",), [draw.integers(0, far, 2)], h, layout)
+
+    return serving.matrix(("interleaved", "half"), decode, seq, heads)
 
 
-def _token_heads(tg) -> int:
-    test = tg.tests[0]
-    return len(test.positions) * len(test.positions[0]) * test.heads
-
-
-def fresh_groups(draw, shapes="sample") -> list:
-    """xpos.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes``
-    is "full", else one cheap case of each kind of SAMPLE_KINDS (drawn)."""
-    groups = _drawn_case(draw)
-    return groups + serving.select(shape_matrix(draw), shapes, SAMPLE_KINDS, draw, fits=lambda tg: _token_heads(tg) <= SAMPLE_MAX_TOKEN_HEADS)
+_token_heads = serving.token_heads
+# xpos.apply's fresh cases: one drawn case, then the shape matrix: all of it when ``shapes`` is
+# "full", else one cheap case of each kind of SAMPLE_KINDS (drawn).
+fresh_groups = serving.fresh_cases(_drawn_case, shape_matrix, SAMPLE_KINDS, SAMPLE_MAX_TOKEN_HEADS)
 
 
 def build_apply(case_id, params, test):
@@ -159,8 +156,6 @@ def _kwargs(params):
 
 
 def compute_apply(params, inputs, backend):
-    from reference import xpos
-
     q, k = xpos.apply(inputs["q"], inputs["k"], inputs["positions"], backend=backend, mode="golden",
                       **_kwargs(params))
     return {"expected_q": q, "expected_k": k}
@@ -175,8 +170,6 @@ def shapes_apply(params, arrays):
 
 
 def exact_apply(params, inputs):
-    from reference.xpos import oracle
-
     q, k = oracle.apply_exact(inputs["q"], inputs["k"], inputs["positions"], params["rotary_dim"], params["base"],
                               params["layout"], params["scale_base"], params["gamma"], 0.0)
     return {"expected_q": q, "expected_k": k}

@@ -136,7 +136,7 @@ def test_table_and_apply_families_stay_within_their_measured_ratios(rng, one_thr
     # 0.3 ms: cos/sin, then two strided copies into the layout), golden 2.2-2.4x fast (RoPE's
     # quick phase); 2-D RoPE, M-RoPE and Gaussian RoPE [1, 1024, 16, 128] 1.9x, 2.7x and 3.0x
     # (1.0-1.7 ms against 0.55 ms: cos/sin once per distinct position, K(m) once per distance and
-    # cached, one pass over x in reference/rope/stream_kernels.py; the numpy passes they replaced
+    # cached, one pass over x in reference/numerics/stream_kernels.py; the numpy passes they replaced
     # took 25 ms, the per-pair mpmath factor of Gaussian RoPE seconds)
     sp = np.arange(1024, dtype=np.int64)
     s1 = np.ones((1024, 1024))

@@ -19,7 +19,7 @@ import pytest
 
 from conformance import cli
 from reference import families, zoo
-from reference.rope import scaling
+from reference.numerics import scaling
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 from reference import gaussian_rope as g
 from reference import rope
 from reference.gaussian_rope import core
-from reference.rope import phase
+from reference.numerics import phase
 
 KERNELS = [g.DOCUMENT_KERNEL, {"a1": 0.0, "a2": 1.0, "s1": 1.0, "s2": 3.0},
            {"a1": 2.5, "a2": 0.0, "s1": 100.0, "s2": 1.0}, {"a1": 0.0, "a2": 0.0, "s1": 1.0, "s2": 1.0},

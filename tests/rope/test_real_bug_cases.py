@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 from conformance import run_conformance  # noqa: E402
 from reference import rope as rr  # noqa: E402
 from reference.golden import catalog  # noqa: E402
-from reference.rope import scaling_oracle, vectors  # noqa: E402
+from reference.numerics import scaling_oracle  # noqa: E402
+from reference.rope import vectors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope"

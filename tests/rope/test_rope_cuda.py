@@ -15,7 +15,7 @@ _PTX_SCRIPT = textwrap.dedent(
     from types import SimpleNamespace
     from unittest import mock
     from numba import cuda, float64
-    from reference.rope import cuda_kernels as K
+    from reference.numerics import cuda_kernels as K
 
     def count(pattern, text):
         return len(re.findall(pattern, text))
@@ -62,9 +62,9 @@ def _kernels_defined_in_module():
     import ast
     import pathlib
 
-    import reference.rope
+    import reference.numerics
 
-    src = pathlib.Path(reference.rope.__file__).with_name("cuda_kernels.py").read_text()
+    src = pathlib.Path(reference.numerics.__file__).with_name("cuda_kernels.py").read_text()
     tree = ast.parse(src)
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     jitted = {

@@ -1,4 +1,4 @@
-"""Building blocks of reference/rope/ddmath.py: error-free transformations, the exact integer
+"""Building blocks of reference/numerics/ddmath.py: error-free transformations, the exact integer
 reduction, the golden double-double sin/cos, the rounding test, and their constants."""
 
 import math
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from reference.rope import ddmath, numpy_twin, oracle, phase
+from reference.numerics import ddmath, numpy_twin, phase
+from reference.rope import oracle
 
 finite = st.floats(-1e30, 1e30, allow_nan=False, allow_infinity=False)
 # The same functions compiled with numba.njit (the CPU kernels' family, not inlined here).
@@ -215,7 +216,7 @@ def test_cpu_kernel_cache_is_tied_to_ddmath_source():
     import hashlib
     import pathlib
 
-    from reference.rope import cpu_kernels
+    from reference.numerics import cpu_kernels
 
     digest = hashlib.sha256(pathlib.Path(ddmath.__file__).read_bytes()).hexdigest()
     assert len(cpu_kernels.KERNELS) == 4

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference.rope as R
-from reference.rope import accuracy, oracle, phase
+from reference.numerics import phase
+from reference.rope import accuracy, oracle
 
 BACKENDS = ("cpu", "numpy")
 

@@ -1,4 +1,4 @@
-"""reference.rope.phase: frequency tables any family can use (table_from_mp, ladder,
+"""reference.numerics.phase: frequency tables any family can use (table_from_mp, ladder,
 cos_sin_table, rotate_table), their caching, validation, and the sizes chosen per table."""
 
 import math
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import reference.rope as R
-from reference.rope import oracle, phase
+from reference.numerics import phase
+from reference.rope import oracle
 
 BACKENDS = ("cpu", "numpy")
 

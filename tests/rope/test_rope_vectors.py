@@ -1,4 +1,4 @@
-"""RoPE's vector catalog (reference/rope/vectors.py): flags that say what a case tests."""
+"""RoPE's vector catalog (reference/rope/vectors/): flags that say what a case tests."""
 
 from reference.golden import catalog, store
 

@@ -16,8 +16,9 @@ import torch
 from conformance import RopeSpec, run_conformance
 from reference import rope
 from reference.golden.certify import nearest_double
-from reference.rope import oracle, scaling_oracle
-from reference.rope.scaling import TYPES, resolve
+from reference.numerics import scaling_oracle
+from reference.rope import oracle
+from reference.numerics.scaling import TYPES, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = json.loads((Path(__file__).parent / "data" / "hf_rope_snapshots.json").read_text())

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import reference.rope as rope
-from reference.rope import scaling_oracle
+from reference.numerics import scaling_oracle
+from reference.numerics.frequencies import scaled_table
 
 BOTH_CLAMPS = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2, "beta_slow": 1e-9}
 
@@ -54,7 +55,7 @@ def test_yarn_both_clamps_correctly_rounded(params):
             assert abs(o - w) < mpmath.mpf(2) ** -280 * abs(w)  # the certifying oracle agrees
             assert g == float(w)  # correctly rounded
         # The table's double-double tail carries the exact value too (the golden angles use it).
-        table, _ = rope.theta.scaled_table(r, base, params)
+        table, _ = scaled_table(r, base, params)
         for hi, lo, w in zip(table.hi, table.lo, want):
             assert abs(mpmath.mpf(hi) + mpmath.mpf(lo) - w) <= mpmath.mpf(2) ** -100 * w
 

@@ -1,4 +1,4 @@
-"""The one-pass cpu rotation (reference/rope/stream_kernels.py) used by phase.rotate_streams (2-D
+"""The one-pass cpu rotation (reference/numerics/stream_kernels.py) used by phase.rotate_streams (2-D
 RoPE, M-RoPE) and phase.scaled_rotate (Gaussian RoPE, xPos, scaled RoPE): bit for bit the numpy
 arithmetic it replaced -- (a c - b s) f and (a s + b c) f on the cpu backend's fast cos/sin --
 with the tail copied (or scaled), CLS tokens untouched and the input never written."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from reference import mrope, rope, rope2d
-from reference.rope import phase
-from reference.rope.layouts import pair_indices
+from reference.numerics import phase
+from reference.numerics.layouts import pair_indices
 
 RNG = np.random.default_rng(2026)
 
@@ -83,7 +83,7 @@ def test_scaled_rotate_fast_is_rope_apply_times_the_rounded_factor(layout):
 
 
 def test_scaled_rope_with_an_attention_factor_goes_through_the_kernel_unchanged():
-    from reference.rope.theta import scaled_table
+    from reference.numerics.frequencies import scaled_table
 
     x = _x((2, 3, 2, 20))
     pos = RNG.integers(0, 500, size=(2, 3))

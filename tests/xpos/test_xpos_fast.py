@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from reference import rope, xpos
-from reference.rope import phase
-from reference.rope.layouts import pair_indices
+from reference.numerics import phase
+from reference.numerics.layouts import pair_indices
 from reference.xpos import core, cpu_kernels
 
 U = 2.0**-53

@@ -12,7 +12,7 @@ half = interleaved[perm], and RoPE_half(x[perm]) = RoPE_interleaved(x)[perm].
 
 import numpy as np
 
-from ._validate import check_layout, check_rotary_dim, check_x, resolve_rotary_dim
+from .validate import check_layout, check_rotary_dim, check_x, resolve_rotary_dim
 
 
 def pair_indices(rotary_dim, layout):

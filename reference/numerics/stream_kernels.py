@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 # below this many output values the kernel runs on the calling thread (a parallel region waits
-# for every worker to be scheduled: reference.rope.cpu_kernels.PARALLEL_MIN_WORK)
+# for every worker to be scheduled: reference.numerics.cpu_kernels.PARALLEL_MIN_WORK)
 PARALLEL_MIN_WORK = 1 << 22
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from reference import rope
 from reference.identities import register
-from reference.rope import scaling as scaling_types
+from reference.numerics import scaling as scaling_types
 
 U = 2.0 ** -53
 R, BASE, L0 = 128, 1e4, 4096

@@ -17,6 +17,7 @@ from numba import config, cuda, float64, int64, uint8, uint64
 from numba.cuda import libdevice
 
 from . import ddmath
+from .cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 # The simulator runs kernels as Python, where libdevice stubs have no body: plain products
 # there, FMA-proof dmul_rn on the device.
@@ -28,9 +29,6 @@ _round_sincos = dd.round_sincos
 _rotate = dd.rotate
 _rotate_golden = dd.rotate_golden
 _MAX_LIMBS = ddmath.MAX_LIMBS
-
-THREADS_PER_BLOCK = 128
-_MAX_BLOCKS = 65535
 
 
 def cos_sin_fast_kernel(positions, limbs, cos_out, sin_out):
@@ -141,35 +139,19 @@ _apply_fast_jit = cuda.jit(apply_fast_kernel)
 _apply_golden_jit = cuda.jit(apply_golden_kernel)
 
 
-def _check_device():
-    if not cuda.is_available():
-        raise ValueError(
-            "backend: 'cuda' needs a CUDA GPU, or NUMBA_ENABLE_CUDASIM=1 set before numba.cuda "
-            "is imported"
-        )
-
-
-def _blocks(total):
-    return max(1, min(_MAX_BLOCKS, (total + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK))
-
-
-def _dev(a, dtype):
-    return cuda.to_device(np.ascontiguousarray(a, dtype=dtype))
-
-
 def _cos_sin(kernel, positions, limbs, golden):
-    _check_device()
+    check_device()
     n, count = positions.shape[0], limbs.shape[0]
     if n == 0:
         empty = np.empty((0, count))
         return (empty, empty.copy(), np.zeros((0, count), np.uint8)) if golden else (empty, empty.copy())
     d_c = cuda.device_array((n, count), dtype=np.float64)
     d_s = cuda.device_array((n, count), dtype=np.float64)
-    args = [_dev(positions, np.int64), _dev(limbs, np.uint64), d_c, d_s]
+    args = [to_device(positions, np.int64), to_device(limbs, np.uint64), d_c, d_s]
     if golden:
         d_f = cuda.device_array((n, count), dtype=np.uint8)
         args.append(d_f)
-    kernel[_blocks(n * count), THREADS_PER_BLOCK](*args)
+    kernel[blocks(n * count), THREADS_PER_BLOCK](*args)
     if golden:
         return d_c.copy_to_host(), d_s.copy_to_host(), d_f.copy_to_host()
     return d_c.copy_to_host(), d_s.copy_to_host()
@@ -187,26 +169,26 @@ def cos_sin_golden(positions, limbs):
 
 def apply_fast(y, positions, limbs, layout):
     """Host wrapper: rotate a float64 C-contiguous copy y [b, s, h, d]; returns the result."""
-    _check_device()
+    check_device()
     if y.size == 0:
         return y
-    d_y = _dev(y, np.float64)
-    _apply_fast_jit[_blocks(y.shape[0] * y.shape[1] * limbs.shape[0]), THREADS_PER_BLOCK](
-        d_y, _dev(positions, np.int64), _dev(limbs, np.uint64), np.int64(layout)
+    d_y = to_device(y, np.float64)
+    _apply_fast_jit[blocks(y.shape[0] * y.shape[1] * limbs.shape[0]), THREADS_PER_BLOCK](
+        d_y, to_device(positions, np.int64), to_device(limbs, np.uint64), np.int64(layout)
     )
     return d_y.copy_to_host()
 
 
 def apply_golden(y, positions, limbs, layout):
     """Host wrapper: golden rotation of y; returns (result, flags [b, s, h, count])."""
-    _check_device()
+    check_device()
     nb, ns, nh, _ = y.shape
     count = limbs.shape[0]
     if y.size == 0:
         return y, np.zeros((nb, ns, nh, count), dtype=np.uint8)
-    d_y = _dev(y, np.float64)
+    d_y = to_device(y, np.float64)
     d_f = cuda.to_device(np.zeros((nb, ns, nh, count), dtype=np.uint8))
-    _apply_golden_jit[_blocks(nb * ns * count), THREADS_PER_BLOCK](
-        d_y, _dev(positions, np.int64), _dev(limbs, np.uint64), np.int64(layout), d_f
+    _apply_golden_jit[blocks(nb * ns * count), THREADS_PER_BLOCK](
+        d_y, to_device(positions, np.int64), to_device(limbs, np.uint64), np.int64(layout), d_f
     )
     return d_y.copy_to_host(), d_f.copy_to_host()

@@ -18,7 +18,7 @@ import mpmath
 import numpy as np
 
 from . import scaling as scaling_types
-from ._validate import check_base, check_rotary_dim
+from .validate import check_base, check_rotary_dim
 from .phase import ladder, table_from_mp
 
 
@@ -83,7 +83,7 @@ def frequencies(rotary_dim, base=10000.0, scaling=None, seq_len=None):
     correctly rounded from its exact value (computed in mpmath from the float64 parameters).
 
     scaling: None (the default ladder) or a dict with "rope_type" (or legacy "type") naming one
-    of ``ROPE_TYPES`` plus that type's parameters (reference/rope/scaling/). seq_len: the current
+    of ``ROPE_TYPES`` plus that type's parameters (reference/numerics/scaling/). seq_len: the current
     sequence length, used only by types that depend on it (dynamic, length, longrope).
     """
     table, factor = scaled_table(rotary_dim, base, scaling, seq_len)

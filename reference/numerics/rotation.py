@@ -1,4 +1,5 @@
-"""RoPE in float64: angles, the cos/sin table and apply, dispatched to a backend.
+"""The rotation by a frequency ladder (RoPE's, reused by every rotary family) in float64: angles, the
+cos/sin table and apply, dispatched to a backend; reference.rope exports them as its public API.
 
 Source: Su et al., RoFormer (arXiv 2104.09864) eq. 15 / eq. 34: pair i of the token at
 position m turns by the angle m * theta_i, (a, b) -> (a cos - b sin, a sin + b cos), with
@@ -19,7 +20,7 @@ returns the correctly rounded value.
 import numpy as np
 
 from . import phase
-from ._validate import (
+from .validate import (
     check_backend,
     check_layout,
     check_mode,
@@ -28,7 +29,7 @@ from ._validate import (
     check_x,
     resolve_rotary_dim,
 )
-from .theta import scaled_table
+from .frequencies import scaled_table
 
 
 def angles(positions, inv_freq):

@@ -55,15 +55,16 @@ import mpmath
 import numpy as np
 
 from . import numpy_twin
-from ._validate import (
+from .layouts import _rotate_in_place, pair_indices
+from .validate import (
     MAX_ABS_POSITION,
+    as_x,
     check_backend,
     check_base,
     check_layout,
     check_mode,
     check_positions,
     check_rotary_dim,
-    as_x,
     resolve_rotary_dim,
 )
 
@@ -164,7 +165,7 @@ def table_from_mp(key: Hashable, values: Callable) -> FrequencyTable:
 def ladder(rotary_dim, base=10000.0) -> FrequencyTable:
     """The RoPE ladder theta_i = base**(-2i/r), i = 0..r/2-1 (RoFormer eq. 15), base taken exactly.
 
-    rotary_dim: positive even integer; base: a real in [1, 2**64] (see _validate.check_base).
+    rotary_dim: positive even integer; base: a real in [1, 2**64] (see validate.check_base).
     """
     r = check_rotary_dim(rotary_dim)
     b = check_base(base)
@@ -362,8 +363,6 @@ def _rotate(out, m, table, r, layout, backend, mode, *, shared=False):
     cuda backends rotate it in place). shared=True: ``out`` may be the user's own array and is
     never written. The cpu backend always reads ``out`` and writes a new array in one pass.
     """
-    from .layouts import _rotate_in_place
-
     if out.size == 0:
         return out.copy() if shared else out
     code = 0 if layout == "half" else 1
@@ -394,13 +393,13 @@ def _rotate(out, m, table, r, layout, backend, mode, *, shared=False):
 
 
 def _kernels(backend):
-    """The kernel module of a Numba backend, imported on first use (so importing reference.rope
-    compiles nothing and never imports numba.cuda)."""
+    """The kernel module of a Numba backend, imported on first use (numba start-up cost: importing
+    reference.numerics.phase compiles nothing and never imports numba.cuda)."""
     if backend == "cpu":
-        from . import cpu_kernels
+        from . import cpu_kernels  # numba start-up: imported on first use
 
         return cpu_kernels
-    from . import cuda_kernels
+    from . import cuda_kernels  # numba start-up: imported on first use
 
     return cuda_kernels
 
@@ -518,7 +517,7 @@ def stream_cos_sin(streams, table, backend="cpu"):
     """(cos, sin [S, U, n], index [S, ...]): the fast cos/sin of each stream's distinct positions
     (stream_kernels.stream_tables), as ``scaled_rotate`` and ``rotate_streams`` use them on the cpu
     backend; a caller rotating several tensors at the same positions computes them once."""
-    from . import stream_kernels
+    from . import stream_kernels  # numba start-up: imported on first use
 
     return stream_kernels.stream_tables(streams, lambda p: _cos_sin(p, table, backend, "fast"))
 
@@ -542,8 +541,6 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
     """
     m = np.asarray(m)
     if mode == "fast":
-        from .layouts import pair_indices
-
         flat = m.reshape(-1)
         if fast_factors is not None:
             f = np.asarray(fast_factors(flat), dtype=np.float64)
@@ -555,7 +552,7 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
             tail = f if not per_pair else _fast_factors(
                 lambda prec, p, i: factor(prec, p, None), flat, 1, per_pair=False).reshape(m.shape)
         if backend == "cpu" and out.size:
-            from . import stream_kernels
+            from . import stream_kernels  # numba start-up: imported on first use
 
             c, s, index = tables if tables is not None else stream_cos_sin(m[None], table, backend)
             pairs = r // 2
@@ -625,14 +622,12 @@ def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, b
     in float64; the cpu backend reads ``out`` once and returns a new array
     (stream_kernels.rotate: one pass), the others rotate ``out`` in place and return it.
     golden: every output the nearest double (Ziv's loop), in place."""
-    from .layouts import pair_indices
-
     pairs = len(stream_of_pair)
     first, second = pair_indices(2 * pairs, layout)
     rows = slice(first_token, None)
     if mode == "fast":
         if backend == "cpu":
-            from . import stream_kernels
+            from . import stream_kernels  # numba start-up: imported on first use
 
             c, s, index = stream_cos_sin(streams, table, backend)
             return stream_kernels.rotate(out, c, s, index, stream_of_pair, entry_of_pair, layout,
