@@ -1,7 +1,7 @@
 """Protocol ``gaussian_rope.apply``: ``fn(x, positions, spec) -> tensor like x``, K(m) R_m x.
 
 RoPE's rope.apply (conformance/rope/apply.py) with the amplitude hook: the reference is K(m)
-times RoPE's (conformance.rope.reference), the budgets scale with K(m) (conformance.rope.budgets
+times RoPE's (conformance.rope.reference), the budgets scale with K(m) (conformance.core.rotation_budgets
 .amplitude_budgets). Where K(m) underflows (seed 002's kernel past m = 771 in float64, much earlier
 in the dtypes under test) the expected output is 0 or subnormal and the budget's floor admits a
 flush to zero.
@@ -64,13 +64,13 @@ class GaussianRopeApply(RopeApply):
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
         from conformance.gaussian_rope.backward import grade_apply
-        from conformance.rope.backward import cotangent_f64
+        from conformance.core.rotation_backward import cotangent_f64
 
         return {"x": grade_apply(self, spec, prepared, cotangent_f64(cotangents[0], spec), grads.get("x"))}
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
         from conformance.gaussian_rope.backward import diagnose_apply
-        from conformance.rope.backward import cotangent_f64
+        from conformance.core.rotation_backward import cotangent_f64
 
         if "x" not in graded:
             return []

@@ -5,7 +5,7 @@ pairs and K(m) g on the tail (reference.gaussian_rope.backward.apply_vjp, which 
 -m because K is even). Budget: autograd runs the forward's arithmetic on g (the same cos/sin
 table, the same K(m), two products and a sum per element, the product by K), and |(-m) theta| =
 |m theta|, so the gradient's budget is the forward's (RoPE's rotation budget scaled by K(m), plus
-u_tab A(m) |g| for the kernel's own rounding and the subnormal floor: conformance.rope.budgets
+u_tab A(m) |g| for the kernel's own rounding and the subnormal floor: conformance.core.rotation_budgets
 .amplitude_budgets) with |g_a| + |g_b| in place of |a| + |b|. ``GaussianRopeApply._ratios`` computes
 it when handed g for x.
 
@@ -16,7 +16,7 @@ cotangent G [b, h, sq, sk], W_ij = G_ij K(d_ij) and
 
 (reference.gaussian_rope.backward.score_vjp). Budget of grad_q (grad_k symmetric, q and k and
 m and n exchanged), for an element of pair p (dims e, e') of query i, with M_j = |k_je| + |k_je'|
-the key's pair magnitude, kb_j its RoPE rotation budget at |n_j theta_p| (conformance.rope.budgets
+the key's pair magnitude, kb_j its RoPE rotation budget at |n_j theta_p| (conformance.core.rotation_budgets
 .rotation_budget), u = u_tab, A(d) the kernel's error coefficient (|dK| <= u A(d)):
 
     the rotated key (each element within kb_j)           sum_j |W_ij| kb_j
@@ -47,8 +47,8 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
                                       over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope import budgets
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core import rotation_budgets as budgets
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from reference import gaussian_rope, rope
 from reference.gaussian_rope import backward as reference_backward
 
@@ -68,7 +68,7 @@ def apply_vjp(g, positions, spec, layout: str) -> np.ndarray:
 
 def grade_apply(proto, spec, prepared, g, grad) -> Graded:
     """Graded of x's gradient: the forward's budget (proto._ratios) with g for x."""
-    from conformance.rope.spec import from_layout, layout_shape
+    from conformance.core.rotation_spec import from_layout, layout_shape
 
     if grad is None:
         return missing_gradient("x")

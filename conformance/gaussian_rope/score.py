@@ -24,7 +24,7 @@ from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, c
 from conformance.gaussian_rope.apply import kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
-from conformance.rope import budgets
+from conformance.core import rotation_budgets as budgets
 from reference import gaussian_rope, rope
 
 

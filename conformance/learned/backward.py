@@ -41,7 +41,7 @@ from conformance.core.protocol import Graded
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
                                       over_budget, ratio_max, token_max, per_position_curve)
 from conformance.results import Diagnosis
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from reference.learned import backward as reference_backward
 
 ROLES = ("x", "table")

@@ -83,19 +83,19 @@ class NopeApply(Protocol):
         return {"x": 0}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
+        from conformance.core.rotation_backward import plain_cotangent
 
         return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
         from conformance.nope.backward import grade_gradient
-        from conformance.rope.backward import as_f64
+        from conformance.core.rotation_backward import as_f64
 
         return {"x": grade_gradient(prepared, as_f64(cotangents[0]), grads.get("x"))}
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
         from conformance.nope.backward import diagnose_gradient
-        from conformance.rope.backward import as_f64
+        from conformance.core.rotation_backward import as_f64
 
         if "x" not in graded:
             return []

@@ -21,7 +21,7 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import argmax_index, check_tensor, finite_max, over_budget
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
 
 
 def grade_gradient(prepared, g, grad) -> Graded:

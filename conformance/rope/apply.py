@@ -6,7 +6,7 @@ device; cases of another ``spec.tensor_layout`` hand x over as [batch, heads, se
 ``spec.cu_seqlens`` ("thd"), and the output is expected in the same layout (conformance.rope.spec).
 With ``spec.inplace`` the adapter may write into x and return x or None: the written x is graded
 (every call gets a fresh x). Graded per pair (error of a pair = the larger of its two elements' errors) against the
-reference applied to the dtype-rounded x, with the rotation budget of conformance.rope.budgets;
+reference applied to the dtype-rounded x, with the rotation budget of conformance.core.rotation_budgets;
 elements past rotary_dim must come back unchanged (passthrough budget). The probe detects the
 pair layout (conformance.rope.probe).
 """
@@ -31,8 +31,10 @@ from conformance.core.tensors import (
     token_max,
     torch_dtype,
 )
-from conformance.rope import budgets, reference
-from conformance.rope.spec import from_layout, layout_shape, spec_of, to_layout
+from conformance.core import rotation_budgets as budgets
+from conformance.rope import reference
+from conformance.core.rotation_spec import from_layout, layout_shape, to_layout
+from conformance.rope.spec import spec_of
 
 
 class RopeApply(Protocol):

@@ -4,7 +4,7 @@ Fused query/key RoPE as attention layers call it: q [batch, seq, heads, head_dim
 seq, kv_heads, head_dim] with kv_heads dividing heads (grouped-query attention, down to a single
 KV head: multi-query), positions int64 [batch, seq] shared by both. Each of q_rot and k_rot is
 graded exactly as rope.apply grades its output (conformance.rope.apply: per pair, the rotation
-budget of conformance.rope.budgets, the tail past rotary_dim unchanged); the case's budget ratio
+budget of conformance.core.rotation_budgets, the tail past rotary_dim unchanged); the case's budget ratio
 is the larger of the two. spec.tensor_layout and spec.inplace apply to q and k alike.
 
 Output dict: Graded.output_f64 is {"q": ..., "k": ...} (float64, [batch, seq, heads, head_dim]

@@ -3,7 +3,7 @@
 inv_freq is a torch tensor; attention_factor a Python number or a 0-d tensor. The adapter gets no
 tensor in a dtype under test, so the protocol is dtype-free: each case is graded once, in the
 dtype of the returned inv_freq. inv_freq_i is graded with a relative budget (frequency_budget in
-conformance.tolerance), the attention factor with a few roundings. worst_index is [i] for
+conformance.core.rotation_budgets), the attention factor with a few roundings. worst_index is [i] for
 inv_freq_i and [rotary_dim // 2] for the attention factor.
 """
 
@@ -25,7 +25,8 @@ from conformance.core.tensors import (
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
-from conformance.rope import budgets, reference
+from conformance.core import rotation_budgets as budgets
+from conformance.rope import reference
 from conformance.rope.spec import spec_of
 
 

@@ -2,7 +2,7 @@
 buffers rounded by ``module.to(dtype)``; else rope.apply's (rope.cache's) own diagnosis.
 
 A step's output *matches* a candidate when it is within the step's standard budget of the
-candidate (the budget of conformance.rope.budgets, as grading uses it): the same test the case
+candidate (the budget of conformance.core.rotation_budgets, as grading uses it): the same test the case
 failed against the true reference, so a match is as strong as a pass would have been.
 
 - ``longrope-switch``: the scaling is LongRoPE and the output matches the reference with the
@@ -23,7 +23,8 @@ import numpy as np
 
 from conformance.core.protocol import Graded
 from conformance.results import Diagnosis
-from conformance.rope import budgets, reference
+from conformance.core import rotation_budgets as budgets
+from conformance.rope import reference
 
 
 def _failing(graded: Graded) -> bool:

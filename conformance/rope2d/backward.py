@@ -12,7 +12,7 @@ Budget. Autograd of the forward (x cos + rotate(x) sin with the two axes' tables
 hand-written Function that saves cos and sin) computes R^T g with the forward's own table: per
 element two products and a sum on the cotangent pair (g_a, g_b), the same table rounding and angle
 error at |-phi| = |phi|. The gradient's budget is the forward's per-pair budget
-(conformance.rope2d.apply.score: each axis RoPE's rotation budget for its ladder of d/4
+(conformance.rope2d.rotation.score: each axis RoPE's rotation budget for its ladder of d/4
 frequencies) with |g_a| + |g_b| in place of |a| + |b|, and the passthrough budget of g on the CLS
 tokens (docs/tolerance.md, "Gradients").
 
@@ -28,11 +28,11 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfinite_problem
-from conformance.rope.backward import explain_gradient, missing_gradient
-from conformance.rope2d.apply import score
+from conformance.core.grading import grade_profiles
+from conformance.core.tensors import abs_error, check_tensor
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.rope2d.rotation import score
 
 
 def _kw(spec) -> dict:
@@ -57,13 +57,8 @@ def grade_gradient(spec, prepared, g, grad) -> Graded:
     if out is None:
         return graded
     ref = vjp(g, coords, spec)
-    bad = nonfinite_problem(out, ref, "the gradient of x")
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    for profile in tolerance.PROFILES:
-        score(graded, profile, spec, prepared.dtype, g, coords, err)
+    grade_profiles(graded, out, ref, "the gradient of x",
+                   lambda profile, err: score(graded, profile, spec, prepared.dtype, g, coords, err))
     return graded
 
 

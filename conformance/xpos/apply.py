@@ -21,7 +21,7 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (type_name, abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope import budgets
+from conformance.core import rotation_budgets as budgets
 from conformance.xpos.spec import spec_of
 from reference import rope, xpos
 

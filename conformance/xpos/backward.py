@@ -35,7 +35,7 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
                                       over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from reference.xpos import backward as reference_backward
 
 ROLES = ("q", "k")
@@ -157,7 +157,7 @@ def _scaled_budget(proto, g, positions, spec, centre, sign, dtype):
 
 def _unscaled_budget(g, positions, spec, dtype):
     """RoPE's per-element rotation budget of g at positions (the scale left out)."""
-    from conformance.rope import budgets
+    from conformance.core import rotation_budgets as budgets
     from reference import rope
 
     r = spec.rotary_dim
