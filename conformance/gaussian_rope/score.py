@@ -21,7 +21,7 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
                                       nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
-from conformance.gaussian_rope.apply import kernel_error
+from conformance.gaussian_rope.kernel import distances, kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
 from conformance.core import rotation_budgets as budgets
@@ -33,11 +33,6 @@ def plain_scores(q, k, qp, kp, spec) -> np.ndarray:
     qr = rope.apply(q, qp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
     kr = rope.apply(k, kp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
     return np.einsum("bihd,bjhd->bhij", qr, kr)
-
-
-def distances(qp, kp) -> np.ndarray:
-    """n - m [b, sq, sk]."""
-    return np.asarray(kp, dtype=np.int64)[:, None, :] - np.asarray(qp, dtype=np.int64)[:, :, None]
 
 
 class GaussianRopeScore(Protocol):

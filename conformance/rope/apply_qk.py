@@ -51,7 +51,7 @@ class RopeApplyQk(Protocol):
         return self._prepare(case.arrays["q"], case.arrays["k"], case.arrays["positions"], spec, dtype, device)
 
     def prepare_arrays(self, x, positions, spec, dtype, device) -> Prepared:
-        """The layout probe's entry (conformance.rope.probe): q = x, k = x with its heads in
+        """The layout probe's entry (conformance.core.layout_probe): q = x, k = x with its heads in
         reverse order (as many heads as q: the probe asks about the pair layout only, not about
         grouped-query head counts)."""
         x = np.asarray(x, dtype=np.float64)
@@ -133,7 +133,7 @@ class RopeApplyQk(Protocol):
         return finite_max(err) is not None and finite_max(err) <= 0.05 * max(scale, 1e-30)
 
     def probe(self, invoker, cases, options):
-        from conformance.rope import probe
+        from conformance.core import layout_probe as probe
 
         return probe.detect(invoker, self, [self.spec(c) for c in cases], options)
 

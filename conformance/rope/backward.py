@@ -4,7 +4,7 @@ Formula. rope.apply is linear in x: y = f R_m x on each rotated pair (f the atte
 scaled case, 1 without one) and y = x on the tail. Its vector-Jacobian product with a cotangent g
 is the transpose, f R_m^T g = f R_{-m} g on the pairs and g on the tail (RoFormer, arXiv
 2104.09864, eqs. 15-16; reference/rope/backward.py derives it). Computed here from the forward's
-own cached table (conformance.rope.reference.tables: cos and sin already carry f) as the
+own cached table (conformance.core.rotation_reference.tables: cos and sin already carry f) as the
 transposed rotation rotate_pairs(g, cos, -sin): for a dynamic scaling the frequencies depend on
 spec.seq_len, never on the sign of the positions, so the table of +m is the right one. This is
 bit for bit ``reference.rope.backward.apply_vjp`` (identity rope.backward-is-inverse-rotation;
@@ -33,7 +33,7 @@ from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfin
 from conformance.core.rotation_backward import (cotangent_f64, cotangent_tensor, explain_gradient,
                                                 missing_gradient)
 from conformance.core.rotation_spec import from_layout, layout_shape
-from conformance.rope import reference
+from conformance.core import rotation_reference as reference
 
 
 def rope_vjp(g, positions, spec, layout: str) -> np.ndarray:
@@ -53,7 +53,7 @@ def forward_on(g, positions, spec, layout: str) -> np.ndarray:
 def grade_gradient(proto, spec, prepared, x_shape, positions, g, grad, role: str) -> Graded:
     """Graded of one input's gradient: the forward's per-pair budget with g for x.
 
-    proto: the RopeApply whose ``_ratios`` grades (it reads the budget dtype from its argument);
+    proto: the RopeApply whose ``ratios`` grades (it reads the budget dtype from its argument);
     g: the float64 cotangent [b, s, h, d]; grad: the tensor autograd returned, or None."""
     what = f"the gradient of {role}"
     if grad is None:
@@ -71,14 +71,14 @@ def grade_gradient(proto, spec, prepared, x_shape, positions, g, grad, role: str
     err = abs_error(out, ref)
     graded.max_abs_error = finite_max(err)
     for profile in tolerance.PROFILES:
-        proto._ratios(graded, profile, spec, prepared.dtype, g, positions, err)
+        proto.ratios(graded, profile, spec, prepared.dtype, g, positions, err)
     graded.notes = {}  # the forward's off-by-one note speaks of x, not of g
     return graded
 
 
 def _ratio(proto, spec, dtype, g, positions, got, candidate) -> float:
     scratch = Graded()
-    proto._ratios(scratch, "standard", spec, dtype, g, positions, abs_error(got, candidate))
+    proto.ratios(scratch, "standard", spec, dtype, g, positions, abs_error(got, candidate))
     r = scratch.ratio.get("standard")
     return np.inf if r is None else float(r)
 

@@ -26,7 +26,7 @@ from conformance.core.tensors import (
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
 from conformance.core import rotation_budgets as budgets
-from conformance.rope import reference
+from conformance.core import rotation_reference as reference
 from conformance.rope.spec import spec_of
 
 

@@ -287,7 +287,7 @@ class RopeModule(Protocol):
     def _grade_tables(self, case, sspec, step, prepared, value) -> Graded:
         """(cos, sin) in pair order [b, s, r/2], or expanded [b, s, r] in the spec's layout: each
         of the two expansions graded as a rope.cache output, the worse kept."""
-        from conformance.rope import reference
+        from conformance.core import rotation_reference as reference
         from conformance.rope.cache import PROTOCOL as CACHE
 
         cp = Prepared(step.prepared.args, {"positions": step.positions}, dict(step.prepared.watched), None,
@@ -368,7 +368,7 @@ class RopeModule(Protocol):
         return {"x": 0}  # into each step's call module(x, positions)
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
+        from conformance.core.rotation_backward import plain_cotangent
 
         return (plain_cotangent(case.id, np.shape(case.arrays["x"]), prepared.dtype, prepared.device),)
 
@@ -378,7 +378,8 @@ class RopeModule(Protocol):
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
         from conformance.rope.apply import PROTOCOL as APPLY
-        from conformance.rope.backward import as_f64, grade_gradient
+        from conformance.core.rotation_backward import as_f64
+        from conformance.rope.backward import grade_gradient
 
         g = as_f64(cotangents[0])
         graded = Graded()
@@ -391,7 +392,8 @@ class RopeModule(Protocol):
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
         from conformance.rope.apply import PROTOCOL as APPLY
-        from conformance.rope.backward import as_f64, diagnose_gradient
+        from conformance.core.rotation_backward import as_f64
+        from conformance.rope.backward import diagnose_gradient
 
         g, found, seen = as_f64(cotangents[0]), [], set()
         for step, _ in self._graded_steps(prepared, grads):

@@ -24,7 +24,7 @@ import numpy as np
 from conformance.core.protocol import Graded
 from conformance.results import Diagnosis
 from conformance.core import rotation_budgets as budgets
-from conformance.rope import reference
+from conformance.core import rotation_reference as reference
 
 
 def _failing(graded: Graded) -> bool:
@@ -51,7 +51,7 @@ def matches(step, form: str, positions, spec, dtype) -> bool:
         err = np.abs(np.asarray(step.output, dtype=np.float64) - candidate)
         tmp = Graded()
         with np.errstate(invalid="ignore", over="ignore"):
-            APPLY._ratios(tmp, "standard", spec, dtype, x, positions, err)
+            APPLY.ratios(tmp, "standard", spec, dtype, x, positions, err)
         ratio = tmp.ratio.get("standard")
         return ratio is not None and ratio <= 1.0
     cos_o, sin_o = np.asarray(step.output, dtype=np.float64)

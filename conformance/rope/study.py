@@ -75,7 +75,7 @@ def run_study(invoker, *, layout: str = "half", dtypes=DTYPES, configs=tuple(CON
     import torch
 
     from conformance.core.registry import get
-    from conformance.rope import reference
+    from conformance.core import rotation_reference as reference
     from reference.golden.inputs import representable_inputs
 
     proto = get("rope.apply")
