@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
+from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      over_budget, per_position_curve, ratio_max, token_max)
 from conformance.gaussian_rope.kernel import distances, kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
@@ -60,13 +61,9 @@ class GaussianRopeScore(Protocol):
         kern = gaussian_rope.kernel(distances(qp, kp), dict(spec.kernel))  # [b, sq, sk]
         plain = plain_scores(q, k, qp, kp, spec)
         ref = kern[:, None] * plain
-        bad = nonfinite_problem(out, ref, "the scores")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         dist = distances(qp, kp)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = self.budget(q, k, qp, kp, spec, kern, plain, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
@@ -76,6 +73,8 @@ class GaussianRopeScore(Protocol):
             graded.curve[profile] = per_position_curve(
                 dist.reshape(1, -1), token_max(by_distance(err)), token_max(by_distance(budget)),
                 ratio_max(by_distance(r)))
+
+        grade_profiles(graded, out, ref, "the scores", fill)
         return graded
 
     @staticmethod

@@ -19,15 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     over_budget,
-    abs_error,
     argmax_index,
     check_tensor,
-    finite_max,
     mutation_problems,
-    nonfinite_problem,
     per_position_curve,
     ratio_max,
     token_max,
@@ -93,13 +91,9 @@ class LearnedLookup(Protocol):
         if out is None:
             return graded
         ref = self.reference(prepared, spec)
-        bad = nonfinite_problem(out, ref, "the output")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         t = table[reference_rows(pos, spec)]
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = budgets.sum_budget(x, t, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
             finite = np.where(np.isfinite(r), r, -1.0)
@@ -108,6 +102,8 @@ class LearnedLookup(Protocol):
             graded.worst_index[profile] = argmax_index(r) if r.size else None
             graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(budget), ratio_max(r))
+
+        grade_profiles(graded, out, ref, "the output", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfinite_problem
+from conformance.core.tensors import abs_error, check_tensor
 from conformance.core.rotation_backward import (cotangent_f64, cotangent_tensor, explain_gradient,
                                                 missing_gradient)
 from conformance.core.rotation_spec import from_layout, layout_shape
@@ -65,13 +65,11 @@ def grade_gradient(proto, spec, prepared, x_shape, positions, g, grad, role: str
     out = from_layout(out, spec)
     graded.output_f64 = out
     ref = rope_vjp(g, positions, spec, spec.layout)
-    bad = nonfinite_problem(out, ref, what)
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    for profile in tolerance.PROFILES:
+
+    def fill(profile, err):
         proto.ratios(graded, profile, spec, prepared.dtype, g, positions, err)
+
+    grade_profiles(graded, out, ref, what, fill)
     graded.notes = {}  # the forward's off-by-one note speaks of x, not of g
     return graded
 

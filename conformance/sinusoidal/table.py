@@ -13,15 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     over_budget,
-    abs_error,
     argmax_index,
     check_tensor,
     finite_max,
     mutation_problems,
-    nonfinite_problem,
     per_position_curve,
     ratio_max,
     token_max,
@@ -61,13 +60,9 @@ class SinusoidalTable(Protocol):
         graded = Graded(problems=problems, output_f64=out, output_dtype=dtype)
         if out is None:
             return graded
-        bad = nonfinite_problem(out, ref, "the table")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         where = pos if spec.dims == 1 else np.abs(pos).max(axis=-1)  # the curve's position axis
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = budgets.table_budget(pos, spec, dtype, profile)
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
@@ -75,6 +70,8 @@ class SinusoidalTable(Protocol):
             graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(where[None], token_max(err[None]),
                                                        budget.max(axis=-1)[None], ratio_max(r[None]))
+
+        grade_profiles(graded, out, ref, "the table", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
