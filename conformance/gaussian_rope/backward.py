@@ -43,17 +43,17 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max)
-from conformance.core import rotation_budgets as budgets
+                                      over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.core.grading import grade_profiles
 from conformance.core.rotation_apply import rotation_ratios
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.core.rotation_spec import from_layout, layout_shape
 from conformance.gaussian_rope.kernel import amplitude, distances, kernel_error
 from conformance.gaussian_rope.spec import GaussianRopeSpec
+from conformance.training import cotangent
 from reference import gaussian_rope, rope
 from reference.gaussian_rope import backward as reference_backward
 
@@ -147,9 +147,6 @@ SCORE_ROLES = ("q", "k")
 def score_cotangent(case_id, prepared):
     """G [b, h, sq, sk] in the dtype under test, drawn from the case."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
 
     q, k = prepared.inputs_f64["q"], prepared.inputs_f64["k"]
     shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])

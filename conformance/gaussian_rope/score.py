@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, tolerance
 from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
@@ -25,7 +25,8 @@ from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor
 from conformance.gaussian_rope.kernel import distances, kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
-from conformance.core import rotation_budgets as budgets
+from conformance.gaussian_rope.backward import diagnose_score, grade_score, score_cotangent, score_gradcheck_case
+from conformance.training import gradcheck_identity
 from reference import gaussian_rope, rope
 
 
@@ -142,24 +143,15 @@ class GaussianRopeScore(Protocol):
         return {"q": 0, "k": 1}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.gaussian_rope.backward import score_cotangent
-
         return (score_cotangent(case.id, prepared),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.gaussian_rope.backward import grade_score
-
         return grade_score(spec, prepared, _f64(cotangents[0]), grads)
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.gaussian_rope.backward import diagnose_score
-
         return diagnose_score(spec, prepared, _f64(cotangents[0]), graded)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.gaussian_rope.backward import score_gradcheck_case
-        from conformance.training import gradcheck_identity
-
         q, k, qp, kp, spec = score_gradcheck_case("half")
         return [gradcheck_identity(invoker, (q.to(device), k.to(device), qp.to(device), kp.to(device), spec),
                                    (0, 1), device, f"{self.name}.gradcheck",

@@ -39,9 +39,11 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, ratio_max, token_max, per_position_curve)
+                                      over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.results import Diagnosis
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.learned.spec import LearnedSpec
+from conformance.training import cotangent as draw
 from reference.learned import backward as reference_backward
 
 ROLES = ("x", "table")
@@ -50,9 +52,6 @@ ROLES = ("x", "table")
 def cotangent(case_id, prepared):
     """g like x in the dtype under test, drawn from the case."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent as draw
 
     g = draw(case_id, prepared.inputs_f64["x"].shape, prepared.dtype)
     return torch.from_numpy(g).to(torch_dtype(prepared.dtype)).to(prepared.device)
@@ -184,8 +183,6 @@ def diagnose(spec, prepared, cots, graded, dtype) -> list:
 def gradcheck_case():
     """(x [1, 4, 3], positions 0, 2, 2, 5 (row 2 read twice), table [8, 3], spec) float64."""
     import torch
-
-    from conformance.learned.spec import LearnedSpec
 
     spec = LearnedSpec(num_positions=8, d_model=3)
     gen = torch.Generator().manual_seed(15)

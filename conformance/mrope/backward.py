@@ -30,6 +30,7 @@ from conformance.core.grading import grade_profiles
 from conformance.core.tensors import abs_error, check_tensor
 from conformance.mrope.rotation import score
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.mrope.spec import MropeSpec
 
 
 def vjp(g, positions, spec, layout=None) -> np.ndarray:
@@ -92,8 +93,6 @@ def gradcheck_case():
     rotary_dim 6 (a tail too), the streams at different positions (up to 1000) so that neither a
     stream mix-up nor R for R^T goes unseen."""
     import torch
-
-    from conformance.mrope.spec import MropeSpec
 
     spec = MropeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout="half", mrope_section=(1, 1, 1),
                      variant="qwen2")

@@ -34,6 +34,7 @@ from conformance.core.rotation_backward import (cotangent_f64, cotangent_tensor,
                                                 missing_gradient)
 from conformance.core.rotation_spec import from_layout, layout_shape
 from conformance.core import rotation_reference as reference
+from conformance.rope.spec import RopeSpec
 
 
 def rope_vjp(g, positions, spec, layout: str) -> np.ndarray:
@@ -123,8 +124,6 @@ def gradcheck_case(layout: str):
     """A small float64 case for torch.autograd.gradcheck: (x, positions, spec). Positions 0, 1, 7 and
     1000 (m = 0 alone cannot tell R_m from R_{-m}); head_dim 8 with rotary_dim 6 (a tail too)."""
     import torch
-
-    from conformance.rope.spec import RopeSpec
 
     spec = RopeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout=layout)
     gen = torch.Generator().manual_seed(15)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, rotation_reference as reference, tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     type_name,
@@ -25,9 +25,8 @@ from conformance.core.tensors import (
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
-from conformance.core import rotation_budgets as budgets
-from conformance.core import rotation_reference as reference
 from conformance.rope.spec import spec_of
+from conformance.rope import blackbox, diagnosis
 
 
 class RopeFrequencies(Protocol):
@@ -92,14 +91,10 @@ class RopeFrequencies(Protocol):
         return f"inv_freq[{i}] (pair {i})" if i < half else "attention_factor"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.rope import diagnosis
-
         out = graded.output_f64
         return diagnosis.explain(diagnosis.diagnose_frequencies, (out[:-1], out[-1]), spec, dtype)
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.rope import blackbox
-
         return blackbox.frequency_checks(invoker, self.name, dtype, device)
 
     def repro_call(self) -> str:

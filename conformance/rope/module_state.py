@@ -23,8 +23,9 @@ import numpy as np
 
 from conformance.core.protocol import Graded
 from conformance.results import Diagnosis
-from conformance.core import rotation_budgets as budgets
-from conformance.core import rotation_reference as reference
+from conformance.core import rotation_budgets as budgets, rotation_reference as reference
+from conformance.rope import diagnosis
+from conformance.rope.apply import PROTOCOL as APPLY
 
 
 def _failing(graded: Graded) -> bool:
@@ -44,8 +45,6 @@ def _with_len(spec, seq_len):
 def matches(step, form: str, positions, spec, dtype) -> bool:
     """Is the step's output within its standard budget of the reference for (positions, spec)?"""
     if form == "x":
-        from conformance.rope.apply import PROTOCOL as APPLY
-
         x = step.prepared.inputs_f64["x"]
         candidate = reference.apply(x, positions, spec, spec.layout)
         err = np.abs(np.asarray(step.output, dtype=np.float64) - candidate)
@@ -113,8 +112,6 @@ def rounded_buffers(prepared, dtype):
 
 def fallback(spec, step, form, dtype) -> list:
     """rope.apply's (rope.cache's) diagnosis of the step, messages prefixed with the step."""
-    from conformance.rope import diagnosis
-
     sspec = _with_len(spec, step.seq_len)
     if form == "x":
         found = diagnosis.explain(diagnosis.diagnose_apply, step.prepared.inputs_f64["x"], step.positions,

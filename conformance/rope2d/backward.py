@@ -33,6 +33,7 @@ from conformance.core.grading import grade_profiles
 from conformance.core.tensors import abs_error, check_tensor
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.rope2d.rotation import score
+from conformance.rope2d.spec import Rope2dSpec
 
 
 def _kw(spec) -> dict:
@@ -90,8 +91,6 @@ def gradcheck_case(layout: str = "interleaved"):
     """(x [1, 5, 1, 8] float64, coords [1, 5, 2], spec): one CLS token and four patches, the two
     coordinates different (up to 30) so that R for R^T and an axis mix-up both show."""
     import torch
-
-    from conformance.rope2d.spec import Rope2dSpec
 
     spec = Rope2dSpec(head_dim=8, base=100.0, layout=layout, order=("x", "y"), cls_tokens=1)
     x = torch.randn(1, 5, 1, 8, generator=torch.Generator().manual_seed(15), dtype=torch.float64)

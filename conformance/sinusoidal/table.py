@@ -26,7 +26,7 @@ from conformance.core.tensors import (
     token_max,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
-from conformance.sinusoidal import budgets
+from conformance.sinusoidal import blackbox, budgets, diagnosis
 from conformance.sinusoidal.spec import spec_of
 
 
@@ -81,8 +81,6 @@ class SinusoidalTable(Protocol):
         return f"row {n} (position {shown}), column {col}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.sinusoidal import diagnosis
-
         standard = graded.ratio.get("standard")
         profile = "strict" if standard is not None and standard <= 1.0 else "standard"
         try:
@@ -92,8 +90,6 @@ class SinusoidalTable(Protocol):
             return []  # odd data defeat the analysis: a diagnosis must never stop the run
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.sinusoidal import blackbox
-
         return blackbox.table_checks(invoker, self.name, dtype, device)
 
 
