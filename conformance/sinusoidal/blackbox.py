@@ -37,7 +37,7 @@ from conformance.core.blackbox import (
 from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
 from conformance.sinusoidal import diagnosis
-from conformance.sinusoidal.budgets import columns
+from conformance.core.sinusoid_budgets import columns
 from conformance.sinusoidal.spec import SinusoidalSpec
 
 FLOAT32 = 2.0**-24

@@ -4,7 +4,7 @@ positions: int64 [n] (1-D tables) or [n, 2] (2-D: the two coordinates of each to
 :class:`SinusoidalSpec` (d_model, layout, exponent, base, dims). The adapter receives no tensor in
 a dtype under test, so the protocol is dtype-free: each case is graded once, in the dtype the
 adapter returns, against the stored correctly rounded table, with the budget of
-conformance.sinusoidal.budgets. A failing table is explained by the closest mutant
+conformance.core.sinusoid_budgets. A failing table is explained by the closest mutant
 (conformance.sinusoidal.diagnosis).
 """
 
@@ -26,7 +26,8 @@ from conformance.core.tensors import (
     token_max,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
-from conformance.sinusoidal import blackbox, budgets, diagnosis
+from conformance.core import sinusoid_budgets as budgets
+from conformance.sinusoidal import blackbox, diagnosis
 from conformance.sinusoidal.spec import spec_of
 
 

@@ -54,8 +54,12 @@ import numpy as np
 
 from conformance.core import tolerance
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
+                                      over_budget, torch_dtype)
 from conformance.results import Diagnosis
+from conformance.transformer_xl.position_term import position_terms
+from conformance.training import cotangent
+from conformance.transformer_xl.spec import TransformerXLSpec
 from reference import sinusoidal, transformer_xl
 from reference.transformer_xl import backward as reference_backward
 
@@ -81,9 +85,6 @@ def mask(qlen: int, mlen: int) -> np.ndarray:
 def cotangent_tensor(case_id: str, inputs: dict, spec, dtype: str, device: str):
     """G as a tensor [n_head, qlen, klen] in the dtype under test, 0 on the masked entries."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
 
     qlen, n_head, _ = inputs["q"].shape
     shape = (n_head, qlen, inputs["k"].shape[0])
@@ -113,8 +114,6 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
 
 def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict:
     """{role: budget array shaped like the input} (module docstring)."""
-    from conformance.transformer_xl.score import position_terms
-
     q, k, u_b, v_b, w = (inputs[r] for r in ROLES)
     qlen, n_head, d_head = q.shape
     u = tolerance.table_roundoff(dtype, profile)
@@ -276,8 +275,6 @@ def gradcheck_case():
     3 memory slots, so every entry is graded (no -inf from the mask for finite differences to meet),
     distances 3..0; 2 heads of 4, d_model 8."""
     import torch
-
-    from conformance.transformer_xl.spec import TransformerXLSpec
 
     gen = torch.Generator().manual_seed(15)
     rand = lambda *shape, scale=1.0: scale * torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
