@@ -46,8 +46,9 @@ from conformance.attention.spec import AttentionSpec
 from conformance.attention.stages import reference_config
 from conformance.attention.stages import stages as forward_stages
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget,
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget,
                                       torch_dtype)
 from conformance.results import Diagnosis
 from conformance.training import cotangent
@@ -147,16 +148,14 @@ def grade_gradients(case, spec, prepared, cotangents, grads) -> dict:
         out[role] = graded
         if arr is None:
             continue
-        bad = nonfinite_problem(arr, ref[role], what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(arr, ref[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, bud[profile][role])
             graded.ratio[profile] = finite_max(r) if np.all(np.isfinite(r)) else float("inf")
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = over_budget(r) + ("elements",)
+
+        grade_profiles(graded, arr, ref[role], what, fill)
         if role not in ROLES and missing and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the bias does not depend on it through autograd)"))

@@ -62,9 +62,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, torch_dtype)
+from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
 from conformance.results import Diagnosis
 from conformance import training
 from conformance.fire.spec import FireSpec
@@ -205,16 +205,14 @@ def grade(inputs: dict, G: np.ndarray, spec, dtype: str, device: str, grads: dic
         if got is None:
             continue
         graded.output_f64 = got
-        bad = nonfinite_problem(got, want, what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(got, want)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, budgets(inputs, G, spec, dtype, profile)[role])
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = (*over_budget(r), "elements")
+
+        grade_profiles(graded, got, want, what, fill)
         if grad is None and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the bias does not depend on it through autograd)"))

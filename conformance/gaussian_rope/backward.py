@@ -44,10 +44,9 @@ import dataclasses
 import numpy as np
 
 from conformance.core import rotation_budgets as budgets, tolerance
-from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.core.grading import grade_profiles
+from conformance.core.protocol import Graded
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.core.rotation_apply import rotation_ratios
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.core.rotation_spec import from_layout, layout_shape
@@ -246,14 +245,12 @@ def grade_score(spec, prepared, G, grads) -> dict:
         out[role] = graded
         if val is None:
             continue
-        bad = nonfinite_problem(val, refs[role], f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, refs[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             _fill(graded, profile, err, score_budget(G, q, k, qp, kp, spec, prepared.dtype, profile, role), pos,
                   which)
+
+        grade_profiles(graded, val, refs[role], f"the gradient of {role}", fill)
     return out
 
 

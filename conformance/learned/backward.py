@@ -37,9 +37,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.results import Diagnosis
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.learned.spec import LearnedSpec
@@ -115,12 +115,8 @@ def grade(spec, prepared, cots, grads) -> dict:
             continue
         frozen = role == "table" and _padding_frozen(val, spec)
         ref = vjp(g, pos, spec, freeze_padding=frozen)[ROLES.index(role)]
-        bad = nonfinite_problem(val, ref, f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, ref)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = x_budget(g, prepared.dtype, profile) if role == "x" else \
                 table_budget(g, pos, spec, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
@@ -132,6 +128,8 @@ def grade(spec, prepared, cots, grads) -> dict:
             if frozen and np.any(vjp(g, pos, spec)[1][int(spec.padding_idx)]):
                 graded.notes[profile] = [f"the padding row {spec.padding_idx} gets no gradient (nn.Embedding("
                                          "padding_idx) convention): graded as 0 there"]
+
+        grade_profiles(graded, val, ref, f"the gradient of {role}", fill)
     return out
 
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import rotation_budgets as budgets, rotation_reference as reference, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     type_name,
     over_budget,
-    abs_error,
     argmax_index,
     as_number,
     check_tensor,
     finite_max,
-    nonfinite_problem,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
@@ -66,12 +65,8 @@ class RopeFrequencies(Protocol):
         graded.output_f64 = np.concatenate([inv, [factor]])
         ref_inv, ref_factor = reference.frequencies(spec)
         ref = np.concatenate([ref_inv, [ref_factor]])
-        bad = nonfinite_problem(graded.output_f64, ref, "the output")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(graded.output_f64, ref)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = np.concatenate(
                 [
                     budgets.frequency_budget(ref_inv, spec.rotary_dim, spec.base, dtype, profile),
@@ -83,6 +78,8 @@ class RopeFrequencies(Protocol):
             graded.worst_index[profile] = argmax_index(ratio)
             graded.mismatch[profile] = over_budget(ratio) + ("values",)
             graded.curve[profile] = []
+
+        grade_profiles(graded, graded.output_f64, ref, "the output", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:

@@ -53,9 +53,9 @@ import math
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, torch_dtype)
+from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
 from conformance.results import Diagnosis
 from conformance.transformer_xl.position_term import position_terms
 from conformance.training import cotangent
@@ -161,16 +161,14 @@ def grade(inputs: dict, G: np.ndarray, spec, dtype: str, device: str, grads: dic
         if got is None:
             continue
         graded.output_f64 = got
-        bad = nonfinite_problem(got, ref[role], what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(got, ref[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, budgets(inputs, G, spec, dtype, profile)[role])
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = (*over_budget(r), "elements")
+
+        grade_profiles(graded, got, ref[role], what, fill)
         if grad is None and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the scores do not depend on it through autograd)"))

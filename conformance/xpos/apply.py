@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (type_name, abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
+from conformance.core.tensors import (type_name, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      over_budget, per_position_curve, ratio_max, token_max)
 from conformance.xpos.spec import spec_of
 from conformance.results import Diagnosis
 from conformance.training import gradcheck_identity
@@ -65,13 +66,9 @@ class XposApply(Protocol):
         prepared.xpos_centre = centre  # the backward is graded at the forward's centring (backward.py)
         qr, kr = reference(q, k, pos, spec, centre)
         ref = np.stack([qr, kr])
-        bad = nonfinite_problem(graded.output_f64, ref, "the (q_out, k_out) pair")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(graded.output_f64, ref)
-        graded.max_abs_error = finite_max(err)
         note = [f"centring c = {centre:g} found (common to q and k; it cancels in q . k)"] if centre else []
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = np.stack([self.budget(x, pos, spec, centre, sign, prepared.dtype, profile)
                                for x, sign in ((q, 1), (k, -1))])
             r = tolerance.ratio(err, budget)
@@ -84,6 +81,8 @@ class XposApply(Protocol):
                                                        ratio_max(both))
             if note:
                 graded.notes[profile] = list(note)
+
+        grade_profiles(graded, graded.output_f64, ref, "the (q_out, k_out) pair", fill)
         return graded
 
     budget = staticmethod(rotation.budget)  # the backward grades a gradient with the cotangent as x

@@ -32,9 +32,9 @@ import dataclasses
 import numpy as np
 
 from conformance.core import rotation_budgets as budgets, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.training import cotangent
 from conformance.xpos.rotation import fit_centre
@@ -103,12 +103,8 @@ def grade(proto, spec, prepared, cots, grads) -> dict:
         graded, val = out[role], vals[n]
         if val is None:
             continue
-        bad = nonfinite_problem(val, refs[n], f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, refs[n])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             b = budget(proto, gs[n], pos, spec, centre, SIGNS[role], prepared.dtype, profile)
             r = tolerance.ratio(err, b)
             graded.ratio[profile] = finite_max(r)
@@ -118,6 +114,8 @@ def grade(proto, spec, prepared, cots, grads) -> dict:
             graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(b), ratio_max(r))
             if centre:
                 graded.notes[profile] = [f"gradients graded at the forward's centring c = {centre:g}"]
+
+        grade_profiles(graded, val, refs[n], f"the gradient of {role}", fill)
     return out
 
 
