@@ -3,7 +3,8 @@
     python3 tools/coupling.py [ROOT]
 
 Prints, for the tree at ROOT (default "."):
-- files outside conformance/rope/ that import conformance.rope (any module of it);
+- files outside conformance/rope/ that import conformance.rope (any module of it), and how many of
+  them are outside tests/rope/ too (RoPE's own tests);
 - conformance family modules importing another family's modules (conformance.core excepted);
 - import cycles inside each family folder (strongly connected components of more than one
   module, counting module-level and function-level imports alike), and the module-level ones;
@@ -147,7 +148,8 @@ def main(root: Path) -> None:
 
     cycles = {f: sccs(g) for f, g in graphs.items()}
     static = {f: sccs(g) for f, g in static_graphs.items()}
-    print(f"files outside conformance/rope importing conformance.rope: {len(rope_users)}")
+    print(f"files outside conformance/rope importing conformance.rope: {len(rope_users)} "
+          f"({sum(not r.startswith('tests/rope/') for r in rope_users)} outside tests/rope too)")
     for r in rope_users:
         print(f"    {r}")
     print(f"family modules importing another family: {len(cross)}")
