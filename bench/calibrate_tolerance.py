@@ -94,7 +94,7 @@ def frequency_errors() -> None:
 def use_design_starting_point() -> None:
     """Swap in the design's starting formula (for comparison; it has no ln(base) term)."""
     from conformance.core import tolerance
-    from conformance.rope import budgets
+    from conformance.core import rotation_budgets as budgets
 
     budgets.C_ROUND = 2.0
     budgets.C_ANGLE = 4.0

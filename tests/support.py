@@ -118,7 +118,7 @@ def worst(report, dtype=None):
 def run_blackbox(invoker, protocol, *, dtype, device="cpu", layout="half"):
     """A protocol's black-box checks with the layout a probe would have found (or declared)."""
     from conformance.core import registry
-    from conformance.rope.probe import LayoutProbe
+    from conformance.core.layout_probe import LayoutProbe
 
     probe = LayoutProbe(declared=layout) if layout in ("half", "interleaved") else None
     return registry.get(protocol).blackbox(invoker, dtype, device, probe)

@@ -41,10 +41,17 @@ import math
 
 import numpy as np
 
+from conformance.attention.budgets import gradient_budget
+from conformance.attention.spec import AttentionSpec
+from conformance.attention.stages import reference_config
+from conformance.attention.stages import stages as forward_stages
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget,
+                                      torch_dtype)
 from conformance.results import Diagnosis
+from conformance.training import cotangent
 
 WEIGHTS = ("wq", "wk", "wv", "wo")
 ROLES = ("hidden", *WEIGHTS)
@@ -57,7 +64,7 @@ def bias_roles(spec) -> tuple:
     r1 and r2 are configuration, not tensors)."""
     from reference.attention.backward import bias_roles as reference_roles
 
-    return reference_roles(_config(spec))
+    return reference_roles(reference_config(spec))
 
 
 def roles(spec) -> tuple:
@@ -77,49 +84,19 @@ class GradIndex(list):
         self.role = role
 
 
-def locate(prepared, index) -> str:
-    """Where a gradient's worst element lies, in the words of its role."""
-    role = getattr(index, "role", None)
-    idx = list(index)
-    if role == "rel_bias":
-        return f"rel_bias bucket {idx[0]}, head {idx[1]}"
-    if role in ("c", "L_multiplier"):
-        return f"the gradient of {role}"
-    if role in ("W1", "b1"):
-        return f"{role}: hidden unit {idx[0]}"
-    if role == "W2":
-        return f"W2: head {idx[0]}, hidden unit {idx[1]}"
-    if role == "b2":
-        return f"b2: head {idx[0]}"
-    if len(idx) == 2:  # a projection's gradient [out_features, in_features]
-        return f"weight row {idx[0]}, column {idx[1]}"
-    b, i, c = idx
-    pos = prepared.inputs_f64["positions"]
-    return f"batch row {b}, query {i} (position {int(pos[b, i])}), output feature {c}"
-
-
-def _config(spec):
-    from conformance.attention.forward import reference_config
-
-    return reference_config(spec)
-
-
-def stages(proto, prepared, spec) -> dict:
-    """The forward's stages (cached on prepared by the protocol) with the positions added."""
-    st = proto._stages(prepared, spec)
+def stages(prepared, spec) -> dict:
+    """The forward's stages (conformance.attention.stages, cached on prepared) with the positions added."""
+    st = forward_stages(prepared, spec)
     st.setdefault("positions", np.asarray(prepared.inputs_f64["positions"], dtype=np.int64))
     return st
 
 
-def cotangent_tensor(proto, case, spec, prepared):
+def cotangent_tensor(case, spec, prepared):
     """g [b, s, D] in the dtype under test on the case's device, zero on the rows not graded."""
     import torch
 
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
-
     shape = prepared.inputs_f64["hidden"].shape
-    g = cotangent(case.id, shape, prepared.dtype) * stages(proto, prepared, spec)["rows"][:, :, None]
+    g = cotangent(case.id, shape, prepared.dtype) * stages(prepared, spec)["rows"][:, :, None]
     return torch.from_numpy(np.ascontiguousarray(g)).to(dtype=torch_dtype(prepared.dtype), device=prepared.device)
 
 
@@ -132,20 +109,18 @@ def cotangent_f64(g_tensor) -> np.ndarray:
 def reference_gradients(st, g, spec, **faults) -> dict:
     from reference.attention.backward import vjp_from_stages
 
-    return vjp_from_stages(st, g, _config(spec), **faults)
+    return vjp_from_stages(st, g, reference_config(spec), **faults)
 
 
 def budgets(st, g, spec, dtype: str, profile: str, ref: dict, back: dict) -> dict:
     """{role: budget array}: conformance.attention.budgets.gradient_budget (module docstring)."""
-    from conformance.attention.budgets import gradient_budget
-
     return gradient_budget(st, spec, st["positions"], g, back, ref, dtype, profile)
 
 
-def grade_gradients(proto, case, spec, prepared, cotangents, grads) -> dict:
+def grade_gradients(case, spec, prepared, cotangents, grads) -> dict:
     """{role: Graded} of the five gradients and the bias's parameters' (``roles``); prepared.dtype
     is the budget's dtype."""
-    st = stages(proto, prepared, spec)
+    st = stages(prepared, spec)
     g = cotangent_f64(cotangents[0])
     back = {}
     ref = reference_gradients(st, g, spec, keep=back)
@@ -173,16 +148,14 @@ def grade_gradients(proto, case, spec, prepared, cotangents, grads) -> dict:
         out[role] = graded
         if arr is None:
             continue
-        bad = nonfinite_problem(arr, ref[role], what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(arr, ref[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, bud[profile][role])
             graded.ratio[profile] = finite_max(r) if np.all(np.isfinite(r)) else float("inf")
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = over_budget(r) + ("elements",)
+
+        grade_profiles(graded, arr, ref[role], what, fill)
         if role not in ROLES and missing and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the bias does not depend on it through autograd)"))
@@ -217,9 +190,9 @@ def fault_models(st, g, spec) -> list:
     return out
 
 
-def diagnose_gradients(proto, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
+def diagnose_gradients(case, spec, prepared, cotangents, grads, graded, dtype) -> list:
     """Diagnoses of the failing gradients (module docstring)."""
-    st = stages(proto, prepared, spec)
+    st = stages(prepared, spec)
     g = cotangent_f64(cotangents[0])
     ref, back = _model(st, g, spec)
     dtype = dtype if dtype in tolerance.DTYPES else "float32"
@@ -258,8 +231,6 @@ def gradcheck_case(device: str):
     """(args, what) for torch.autograd.gradcheck: hidden [1, 3, 8] float64, 2 query heads over 1 kv
     head of size 4, causal RoPE at positions 0, 1, 7 (m = 0 alone cannot tell R_m from R_{-m})."""
     import torch
-
-    from conformance.attention.spec import AttentionSpec
 
     gen = torch.Generator().manual_seed(15)
 

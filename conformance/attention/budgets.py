@@ -48,7 +48,14 @@ import math
 
 import numpy as np
 
+from conformance.attention.bias_budgets import bias_logit_error
+from conformance.attention.half import half_budget, is_half
+from conformance.attention.stages import reference_config
 from conformance.core import tolerance
+# FIRE's parameters' gradient budgets are FIRE's own (conformance.fire.backward), evaluated per
+# batch row: the one place the attention family reads another family's budget (bias_budgets.py too).
+from conformance.fire.backward import budgets as fire_budgets
+from conformance.fire.spec import FireSpec
 
 
 def gamma(n, a):
@@ -72,57 +79,10 @@ def rope_budget(x, E, positions, spec, u, t, g):
     return out
 
 
-def alibi_logit_error(st: dict, spec, positions: np.ndarray, u: float, t: float) -> np.ndarray:
-    """E_b [b, hq, s, K]: the ALiBi bias's absolute error in the logits, 4 t (|b| + B) + u (|z| + B),
-    B = m_h max(|p_i|, |p_j|) (stage 3 of the module docstring)."""
-    from reference import alibi
-
-    m = alibi.slopes(spec.num_heads)[None, :, None, None]
-    reach = np.maximum(np.abs(positions)[:, None, :, None], np.max(np.abs(st["kpos"]), axis=1)[:, None, None, None])
-    B = m * reach
-    vis = st["vis"][:, None]
-    return 4 * t * (np.abs(st["bias"]) + B) + u * (np.where(vis, np.abs(st["z"]), 0.0) + B)
-
-
-def bias_logit_error(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray | None:
-    """E_b [b, hq, s, K] of the bias in the logits (stage 3), None without a bias: ALiBi's
-    alibi_logit_error; KERPLE's and FIRE's own forward budgets (conformance.kerple.bias.budget,
-    conformance.fire.bias.budget: unit t, T's smallest subnormal included) evaluated at each batch
-    row's query and key positions, T5 0 (a lookup); each plus u (|b| + |z|), the bias's cast to T
-    and the rounding of its sum with the scaled dot product."""
-    u = tolerance.unit_roundoff(dtype)
-    t = tolerance.table_roundoff(dtype, profile)
-    if spec.encoding == "alibi":
-        return alibi_logit_error(st, spec, positions, u, t)
-    if spec.encoding not in ("kerple", "fire", "t5"):
-        return None
-    bias, kpos = st["bias"], st["kpos"]
-    rows = range(positions.shape[0])
-    if spec.encoding == "kerple":
-        from conformance.kerple.bias import budget as kerple_budget
-        from conformance.kerple.spec import KerpleSpec
-
-        ks = KerpleSpec(spec.kerple_variant, spec.kerple_r1, spec.kerple_r2, spec.causal)
-        own = np.stack([kerple_budget(positions[i], kpos[i], ks, bias[i], dtype, profile) for i in rows])
-    elif spec.encoding == "fire":
-        from conformance.fire.bias import budget as fire_budget
-        from conformance.fire.spec import FireSpec
-
-        w = {n: st["W"][n] for n in ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
-        fs = FireSpec(spec.num_heads, int(w["W1"].shape[0]), causal=spec.causal)
-        own = np.stack([fire_budget(positions[i], kpos[i], w, fs, bias[i], dtype, profile) for i in rows])
-    else:
-        own = np.zeros_like(bias)
-    vis = st["vis"][:, None]
-    return own + u * (np.abs(bias) + np.where(vis, np.abs(st["z"]), 0.0))
-
-
 def forward_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray:
     """float64 [b, s, D]: the budget of every output element: in float16 and bfloat16 the
     probabilistic first-order bound of conformance.attention.half (this module's worst-case bound
     is as wide as the output there), otherwise the running bound of the module docstring."""
-    from conformance.attention.half import half_budget, is_half
-
     if is_half(dtype):
         return half_budget(st, spec, positions, dtype, profile)
     return forward_bounds(st, spec, positions, dtype, profile)["out"] + tolerance.SMALLEST_SUBNORMAL[dtype]
@@ -318,7 +278,6 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
     is first order in u E_dS: the magnitude term is scaled by 1 + gamma(hq + hidden + s K + b + 24)."""
     if spec.encoding not in ("t5", "fire"):
         return {}
-    from conformance.attention.forward import reference_config
     from reference.attention import backward as ref_backward
 
     u = tolerance.unit_roundoff(dtype)
@@ -334,8 +293,6 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
         scatter = ref_backward.t5_scatter
         return {"rel_bias": scatter(EdS, st, c) + gamma(counts, unit) * scatter(MdS, st, c)
                 + u * np.abs(grads["rel_bias"])}
-    from conformance.fire.backward import budgets as fire_budgets
-    from conformance.fire.spec import FireSpec
     from reference.fire import EPS, INIT_L
 
     b, hq, s, K = dS.shape

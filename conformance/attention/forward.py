@@ -42,42 +42,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from conformance.attention import budgets, models
+from conformance.attention import backward, budgets, models
 from conformance.attention.spec import spec_of
+from conformance.attention.stages import WEIGHTS, bias_weights, stages
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
                                       over_budget)
 from conformance.results import Diagnosis
+from conformance.training import gradcheck_identity
 
-WEIGHTS = ("wq", "wk", "wv", "wo")
 FIT_BUDGETS = 4.0
-
-
-def reference_config(spec):
-    from reference.attention import Config
-
-    return Config(spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.causal, spec.encoding, spec.base,
-                  spec.rotary_dim, spec.layout, spec.scaling, spec.seq_len, spec.kerple_variant, spec.kerple_r1,
-                  spec.kerple_r2, spec.num_buckets, spec.max_distance)
-
-
-def bias_weights(spec) -> dict:
-    """{stored array role: key in the weights dict} of the encoding's learned bias (FIRE's MLP,
-    T5's table; empty otherwise)."""
-    from reference.attention.vectors import BIAS_WEIGHTS
-
-    return BIAS_WEIGHTS.get(spec.encoding, {})
-
-
-def _reference_args(inputs, spec):
-    weights = {n: inputs[n] for n in WEIGHTS}
-    weights.update({key: inputs[role] for role, key in bias_weights(spec).items()})
-    if spec.encoding == "fire":
-        weights.update(c=float(np.ravel(weights["c"])[0]), L_multiplier=float(np.ravel(weights["L_multiplier"])[0]))
-    kw = dict(attention_mask=inputs["attention_mask"].astype(bool), past_keys=inputs["past_keys"],
-              past_values=inputs["past_values"])
-    return (inputs["hidden"], weights, inputs["positions"], reference_config(spec)), kw
 
 
 class AttentionForward(Protocol):
@@ -111,15 +86,7 @@ class AttentionForward(Protocol):
         return Prepared((t["hidden"], weights, t["positions"], full), inputs, watched, dtype, device)
 
     def _stages(self, prepared, spec):
-        st = getattr(prepared, "_attention_stages", None)  # computed once per prepared call
-        if st is None:
-            from reference import attention
-
-            args, kw = _reference_args(prepared.inputs_f64, spec)
-            st = attention.stages(*args, **kw)
-            st["reference"] = attention.forward(*args, **kw, backend="cpu")
-            prepared._attention_stages = st
-        return st
+        return stages(prepared, spec)
 
     def grade(self, case, spec, prepared, value) -> Graded:
         shape = prepared.inputs_f64["hidden"].shape
@@ -150,9 +117,24 @@ class AttentionForward(Protocol):
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
-        from conformance.attention.backward import locate
-
-        return locate(prepared, index)
+        """An output element [b, i, c], or a gradient's (a backward.GradIndex: in the words of its role)."""
+        role = getattr(index, "role", None)
+        idx = list(index)
+        if role == "rel_bias":
+            return f"rel_bias bucket {idx[0]}, head {idx[1]}"
+        if role in ("c", "L_multiplier"):
+            return f"the gradient of {role}"
+        if role in ("W1", "b1"):
+            return f"{role}: hidden unit {idx[0]}"
+        if role == "W2":
+            return f"W2: head {idx[0]}, hidden unit {idx[1]}"
+        if role == "b2":
+            return f"b2: head {idx[0]}"
+        if len(idx) == 2:  # a projection's gradient [out_features, in_features]
+            return f"weight row {idx[0]}, column {idx[1]}"
+        b, i, c = idx
+        pos = prepared.inputs_f64["positions"]
+        return f"batch row {b}, query {i} (position {int(pos[b, i])}), output feature {c}"
 
     def repro_call(self) -> str:
         return "fn(*args)"
@@ -198,31 +180,20 @@ class AttentionForward(Protocol):
     differentiable = True
 
     def grad_inputs(self, case, spec, prepared) -> dict:
-        from conformance.attention.backward import grad_args
-
-        return grad_args(spec)
+        return backward.grad_args(spec)
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.attention.backward import cotangent_tensor
-
-        return (cotangent_tensor(self, case, spec, prepared),)
+        return (backward.cotangent_tensor(case, spec, prepared),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.attention.backward import grade_gradients
-
-        return grade_gradients(self, case, spec, prepared, cotangents, grads)
+        return backward.grade_gradients(case, spec, prepared, cotangents, grads)
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.attention.backward import diagnose_gradients
-
-        return diagnose_gradients(self, case, spec, prepared, cotangents, grads, graded, dtype)
+        return backward.diagnose_gradients(case, spec, prepared, cotangents, grads, graded, dtype)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.attention.backward import GRAD_ARGS, gradcheck_case
-        from conformance.training import gradcheck_identity
-
-        args, what = gradcheck_case(device)
-        return [gradcheck_identity(invoker, args, tuple(GRAD_ARGS.values()), device, "attention.forward.gradcheck",
+        args, what = backward.gradcheck_case(device)
+        return [gradcheck_identity(invoker, args, tuple(backward.GRAD_ARGS.values()), device, "attention.forward.gradcheck",
                                    what)]
 
 

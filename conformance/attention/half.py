@@ -60,6 +60,7 @@ import math
 
 import numpy as np
 
+from conformance.attention.bias_budgets import bias_logit_error
 from conformance.core import tolerance
 
 LAMBDA = 7.0  # Hoeffding: P(|error| > LAMBDA sigma) <= 2 exp(-LAMBDA^2 / 2) = 4.6e-11 per element
@@ -124,8 +125,6 @@ class _Rope:
 def half_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray:
     """float64 [b, s, D]: LAMBDA sigma + the softmax's second order + T's smallest subnormal (module
     docstring), from the float64 reference's intermediates ``st`` (reference.attention.stages)."""
-    from conformance.attention.budgets import bias_logit_error
-
     u = tolerance.unit_roundoff(dtype)
     a = tolerance.accumulation_roundoff(dtype, profile)
     g = tolerance.angle_roundoff(profile)

@@ -12,6 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from conformance.attention.stages import reference_config
+
 
 def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None, bias=None, heads=None):
     """The layer from st with the rotated queries / new keys, visibility, logit factor, additive
@@ -124,8 +126,6 @@ def bias_models(st, spec, positions):
                     recompute(st, spec, bias=swapped)))
     if spec.encoding == "t5":
         from reference.attention.core import t5_bias
-
-        from conformance.attention.forward import reference_config
 
         c = replace(reference_config(spec), causal=not spec.causal)
         flipped = np.stack([t5_bias(c, positions[i], kpos[i], st["W"]["rel_bias"]) for i in range(positions.shape[0])])

@@ -62,9 +62,13 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget
+from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
 from conformance.results import Diagnosis
+from conformance import training
+from conformance.fire.spec import FireSpec
+from conformance.training import cotangent
 from reference.fire import backward as reference_backward
 
 ROLES = reference_backward.ROLES  # the params dict's keys
@@ -74,8 +78,6 @@ PARAMS_ARG = 2  # params is the adapter's third argument
 def keyed_grad_args() -> bool:
     """True when conformance.training accepts (argument index, key) pairs in grad_args (leaves
     inside a dict argument)."""
-    from conformance import training
-
     try:
         training.make_plan(((PARAMS_ARG, "c"),))
     except (TypeError, ValueError):
@@ -104,9 +106,6 @@ def weights(inputs) -> dict:
 def cotangent_tensor(case_id: str, inputs: dict, spec, dtype: str, device: str):
     """G [H, sq, sk] in the dtype under test, 0 on the entries not graded."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
 
     qp, kp = inputs["q_positions"], inputs["k_positions"]
     g = cotangent(case_id, (spec.num_heads, qp.size, kp.size), dtype) * graded_entries(qp, kp, spec)[None]
@@ -206,16 +205,14 @@ def grade(inputs: dict, G: np.ndarray, spec, dtype: str, device: str, grads: dic
         if got is None:
             continue
         graded.output_f64 = got
-        bad = nonfinite_problem(got, want, what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(got, want)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, budgets(inputs, G, spec, dtype, profile)[role])
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = (*over_budget(r), "elements")
+
+        grade_profiles(graded, got, want, what, fill)
         if grad is None and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the bias does not depend on it through autograd)"))
@@ -299,8 +296,6 @@ def gradcheck_case():
     past it, and no tie i = L, where finite differences see only the mean of the one-sided
     derivatives), keys 0..9 (bidirectional), 3 heads, hidden 6."""
     import torch
-
-    from conformance.fire.spec import FireSpec
 
     gen = torch.Generator().manual_seed(15)
     rand = lambda *shape, scale=1.0: scale * torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731

@@ -39,6 +39,7 @@ from conformance.core.tensors import check_tensor, grade_on_mask, mutation_probl
 from conformance.fire import backward
 from conformance.fire.spec import spec_of
 from conformance.results import Diagnosis
+from conformance.training import gradcheck_identity
 from reference import fire
 from reference.fire.vectors import WEIGHTS
 
@@ -179,8 +180,6 @@ class FireBias(Protocol):
         return backward.diagnose(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, dtype, graded)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.training import gradcheck_identity
-
         q, k, params, spec = backward.gradcheck_case()
         args = (q.to(device), k.to(device), {r: t.to(device) for r, t in params.items()}, spec)
         return [gradcheck_identity(invoker, args, tuple(self.grad_inputs(None, spec, None).values()), device,

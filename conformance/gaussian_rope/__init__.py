@@ -2,9 +2,9 @@
 
 Protocol ``gaussian_rope.apply`` (apply.py): ``fn(x, positions, spec) -> tensor like x``, ``spec``
 a :class:`GaussianRopeSpec` (spec.py: RoPE's fields plus ``kernel`` {a1, a2, s1, s2}). It is
-RoPE's rope.apply protocol with an amplitude K(m) per token (``RopeApply.amplitude``): the same
-probe, per-pair grading and rotation budgets, scaled by K(m) with an underflow floor
-(conformance.rope.budgets.amplitude_budgets). Diagnosis (diagnosis.py): the kernel is checked
+rope.apply's grading (conformance.core.rotation_apply.RotationApply) with an amplitude K(m) per
+token (``amplitude``; kernel.py): the same probe, per-pair grading and rotation budgets, scaled by
+K(m) with an underflow floor (conformance.core.rotation_budgets.amplitude_budgets). Diagnosis (diagnosis.py): the kernel is checked
 first (``kernel-mismatch``), then the rotation with K(m) divided out goes through RoPE's
 diagnosis (layout, pair angles, positions, frequencies).
 

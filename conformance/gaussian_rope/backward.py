@@ -5,9 +5,9 @@ pairs and K(m) g on the tail (reference.gaussian_rope.backward.apply_vjp, which 
 -m because K is even). Budget: autograd runs the forward's arithmetic on g (the same cos/sin
 table, the same K(m), two products and a sum per element, the product by K), and |(-m) theta| =
 |m theta|, so the gradient's budget is the forward's (RoPE's rotation budget scaled by K(m), plus
-u_tab A(m) |g| for the kernel's own rounding and the subnormal floor: conformance.rope.budgets
-.amplitude_budgets) with |g_a| + |g_b| in place of |a| + |b|. ``GaussianRopeApply._ratios`` computes
-it when handed g for x.
+u_tab A(m) |g| for the kernel's own rounding and the subnormal floor: conformance.core.rotation_budgets
+.amplitude_budgets) with |g_a| + |g_b| in place of |a| + |b|. ``_apply_ratios`` computes it
+(conformance.core.rotation_apply.rotation_ratios with K(m)) when handed g for x.
 
 score. S_ij = K(d_ij) <R_m q_i, R_n k_j>, d_ij = n_j - m_i, per batch row and head; for a
 cotangent G [b, h, sq, sk], W_ij = G_ij K(d_ij) and
@@ -16,7 +16,7 @@ cotangent G [b, h, sq, sk], W_ij = G_ij K(d_ij) and
 
 (reference.gaussian_rope.backward.score_vjp). Budget of grad_q (grad_k symmetric, q and k and
 m and n exchanged), for an element of pair p (dims e, e') of query i, with M_j = |k_je| + |k_je'|
-the key's pair magnitude, kb_j its RoPE rotation budget at |n_j theta_p| (conformance.rope.budgets
+the key's pair magnitude, kb_j its RoPE rotation budget at |n_j theta_p| (conformance.core.rotation_budgets
 .rotation_budget), u = u_tab, A(d) the kernel's error coefficient (|dK| <= u A(d)):
 
     the rotated key (each element within kb_j)           sum_j |W_ij| kb_j
@@ -43,12 +43,16 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope import budgets
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
+from conformance.core.rotation_apply import rotation_ratios
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.core.rotation_spec import from_layout, layout_shape
+from conformance.gaussian_rope.kernel import amplitude, distances, kernel_error
+from conformance.gaussian_rope.spec import GaussianRopeSpec
+from conformance.training import cotangent
 from reference import gaussian_rope, rope
 from reference.gaussian_rope import backward as reference_backward
 
@@ -66,10 +70,15 @@ def apply_vjp(g, positions, spec, layout: str) -> np.ndarray:
                                         backend="numpy")
 
 
-def grade_apply(proto, spec, prepared, g, grad) -> Graded:
-    """Graded of x's gradient: the forward's budget (proto._ratios) with g for x."""
-    from conformance.rope.spec import from_layout, layout_shape
+def _apply_ratios(graded, profile, spec, dtype, g, pos, err, plain: bool = False) -> None:
+    """The forward's budget (rotation_ratios with K(m) and its error coefficient) with g for x;
+    plain: RoPE's budget without K (a candidate gradient that lacks K)."""
+    amp = None if plain else amplitude(pos, spec)
+    rotation_ratios(graded, profile, spec, dtype, g, pos, err, amp, None if plain else kernel_error(pos, spec.kernel))
 
+
+def grade_apply(spec, prepared, g, grad) -> Graded:
+    """Graded of x's gradient: the forward's budget with g for x."""
     if grad is None:
         return missing_gradient("x")
     x_shape = prepared.inputs_f64["x"].shape
@@ -80,14 +89,8 @@ def grade_apply(proto, spec, prepared, g, grad) -> Graded:
     out = from_layout(out, spec)
     graded.output_f64 = out
     pos = prepared.inputs_f64["positions"]
-    ref = apply_vjp(g, pos, spec, spec.layout)
-    bad = nonfinite_problem(out, ref, "the gradient of x")
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    for profile in tolerance.PROFILES:
-        proto._ratios(graded, profile, spec, prepared.dtype, g, pos, err)
+    grade_profiles(graded, out, apply_vjp(g, pos, spec, spec.layout), "the gradient of x",
+                   lambda profile, err: _apply_ratios(graded, profile, spec, prepared.dtype, g, pos, err))
     graded.notes = {}  # the forward's off-by-one note speaks of x, not of g
     return graded
 
@@ -110,16 +113,13 @@ def apply_candidates(g, positions, spec) -> list:
     return out
 
 
-def diagnose_apply(proto, spec, dtype, g, positions, got) -> list:
-    from conformance.rope.apply import PROTOCOL as rope_apply
-
+def diagnose_apply(spec, dtype, g, positions, got) -> list:
     ref = apply_vjp(g, positions, spec, spec.layout)
 
     def ratio_of(cand, key):
         cand_spec, plain = key if key is not None else (spec, False)
         scratch = Graded()
-        (rope_apply if plain else proto)._ratios(scratch, "standard", cand_spec, dtype, g, positions,
-                                                 abs_error(got, cand))
+        _apply_ratios(scratch, "standard", cand_spec, dtype, g, positions, abs_error(got, cand), plain)
         r = scratch.ratio.get("standard")
         return np.inf if r is None else float(r)
 
@@ -130,8 +130,6 @@ def apply_gradcheck_case(layout: str):
     """(x [1, 4, 1, 8] float64, positions 0, 1, 7, 30, spec): K(30) is about 0.1 with the seed's
     kernel, so every token's gradient is far from zero and m = 0 alone cannot hide R_m."""
     import torch
-
-    from conformance.gaussian_rope.spec import GaussianRopeSpec
 
     spec = GaussianRopeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout=layout, kernel=dict(GRADCHECK_KERNEL))
     gen = torch.Generator().manual_seed(15)
@@ -148,9 +146,6 @@ SCORE_ROLES = ("q", "k")
 def score_cotangent(case_id, prepared):
     """G [b, h, sq, sk] in the dtype under test, drawn from the case."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
 
     q, k = prepared.inputs_f64["q"], prepared.inputs_f64["k"]
     shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
@@ -198,9 +193,6 @@ def _pair_of(spec):
 
 def score_budget(G, q, k, qp, kp, spec, dtype, profile, role: str) -> np.ndarray:
     """Budget of grad_q (role "q") or grad_k (role "k"), shaped like q or k (module docstring)."""
-    from conformance.gaussian_rope.apply import kernel_error
-    from conformance.gaussian_rope.score import distances
-
     u = tolerance.table_roundoff(dtype, profile)
     a = tolerance.accumulation_roundoff(dtype, profile)
     dist = distances(qp, kp)  # [b, sq, sk]
@@ -253,21 +245,17 @@ def grade_score(spec, prepared, G, grads) -> dict:
         out[role] = graded
         if val is None:
             continue
-        bad = nonfinite_problem(val, refs[role], f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, refs[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             _fill(graded, profile, err, score_budget(G, q, k, qp, kp, spec, prepared.dtype, profile, role), pos,
                   which)
+
+        grade_profiles(graded, val, refs[role], f"the gradient of {role}", fill)
     return out
 
 
 def score_candidates(G, q, k, qp, kp, spec) -> list:
     """[(code, message, (wrong grad_q, wrong grad_k))]: the usual wrong backwards of the score."""
-    from conformance.gaussian_rope.score import distances
-
     kern = gaussian_rope.kernel(distances(qp, kp), dict(spec.kernel))[:, None]
     # R_{-d} for R_d: every rotation of the backward turns the wrong way, which is the right VJP
     # at the negated positions (K is even, so W is unchanged).
@@ -315,8 +303,6 @@ def diagnose_score(spec, prepared, G, graded) -> list:
 def score_gradcheck_case(layout: str):
     """(q [1, 3, 1, 8], k [1, 4, 1, 8] float64, q_positions 0, 5, 9, k_positions 0, 3, 7, 12, spec)."""
     import torch
-
-    from conformance.gaussian_rope.spec import GaussianRopeSpec
 
     spec = GaussianRopeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout=layout, kernel=dict(GRADCHECK_KERNEL))
     gen = torch.Generator().manual_seed(15)

@@ -6,14 +6,18 @@
    ``kernel-mismatch``. Failing a named candidate, an amplitude fitted per token that departs from
    K(m) while the rotation itself matches is reported with the measured values.
 2. The rotation: with K(m) divided out (tokens where K underflows are left out), the output goes
-   through RoPE's diagnosis (conformance.rope.diagnosis): layout, pair angles (seed document 002's
-   own code), positions, frequencies.
+   through RoPE's diagnosis: layout, pair angles (seed document 002's own code), positions,
+   frequencies. It is reached as the rope.apply protocol's public ``diagnose`` hook through the
+   registry (conformance.core.registry), never by importing the rope family's modules.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from conformance.core import registry, rotation_reference
+from conformance.core.protocol import Graded, Prepared
+from conformance.gaussian_rope.kernel import amplitude
 from conformance.results import Diagnosis
 from reference import gaussian_rope
 
@@ -44,15 +48,13 @@ def _rel(out, model):
     return float(np.sqrt(np.sum((out - model) ** 2)) / max(np.sqrt(np.sum(model ** 2)), 1e-300))
 
 
-def diagnose(proto, spec, prepared, graded, dtype) -> list:
-    from conformance.rope import diagnosis as rope_diagnosis
-    from conformance.rope.apply import RopeApply
-
+def diagnose(spec, prepared, graded, dtype) -> list:
     x, pos, out = prepared.inputs_f64["x"], prepared.inputs_f64["positions"], graded.output_f64
     if out is None or not np.all(np.isfinite(out)):
         return []
-    rot = RopeApply.reference(proto, prepared, spec, spec.layout)  # R_m x, no kernel
-    amp = proto.amplitude(pos, spec)
+    rot = rotation_reference.apply(x, pos, spec, spec.layout)  # R_m x, no kernel
+    amp = amplitude(pos, spec)
+    rope_apply = registry.get("rope.apply")
     expected = amp[:, :, None, None] * rot
     base = _rel(out, expected)
     candidates = list(_candidates(spec, pos))
@@ -70,7 +72,8 @@ def diagnose(proto, spec, prepared, graded, dtype) -> list:
         unusable look correct)."""
         ok = valid & (amplitude > TINY)
         unscaled = np.where(ok[:, :, None, None], out / np.where(ok, amplitude, 1.0)[:, :, None, None], rot)
-        return rope_diagnosis.explain(rope_diagnosis.diagnose_apply, x, pos, unscaled, spec, dtype)
+        return rope_apply.diagnose(None, spec, Prepared((), {"x": x, "positions": pos}),
+                                   Graded(output_f64=unscaled), dtype)
 
     found = rotation(amp)
     if found:

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
-from conformance.gaussian_rope.apply import kernel_error
+from conformance.core.tensors import (adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      over_budget, per_position_curve, ratio_max, token_max)
+from conformance.gaussian_rope.kernel import distances, kernel_error
 from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
-from conformance.rope import budgets
+from conformance.gaussian_rope.backward import diagnose_score, grade_score, score_cotangent, score_gradcheck_case
+from conformance.training import gradcheck_identity
 from reference import gaussian_rope, rope
 
 
@@ -33,11 +35,6 @@ def plain_scores(q, k, qp, kp, spec) -> np.ndarray:
     qr = rope.apply(q, qp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
     kr = rope.apply(k, kp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
     return np.einsum("bihd,bjhd->bhij", qr, kr)
-
-
-def distances(qp, kp) -> np.ndarray:
-    """n - m [b, sq, sk]."""
-    return np.asarray(kp, dtype=np.int64)[:, None, :] - np.asarray(qp, dtype=np.int64)[:, :, None]
 
 
 class GaussianRopeScore(Protocol):
@@ -65,13 +62,9 @@ class GaussianRopeScore(Protocol):
         kern = gaussian_rope.kernel(distances(qp, kp), dict(spec.kernel))  # [b, sq, sk]
         plain = plain_scores(q, k, qp, kp, spec)
         ref = kern[:, None] * plain
-        bad = nonfinite_problem(out, ref, "the scores")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         dist = distances(qp, kp)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = self.budget(q, k, qp, kp, spec, kern, plain, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
@@ -81,6 +74,8 @@ class GaussianRopeScore(Protocol):
             graded.curve[profile] = per_position_curve(
                 dist.reshape(1, -1), token_max(by_distance(err)), token_max(by_distance(budget)),
                 ratio_max(by_distance(r)))
+
+        grade_profiles(graded, out, ref, "the scores", fill)
         return graded
 
     @staticmethod
@@ -148,24 +143,15 @@ class GaussianRopeScore(Protocol):
         return {"q": 0, "k": 1}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.gaussian_rope.backward import score_cotangent
-
         return (score_cotangent(case.id, prepared),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.gaussian_rope.backward import grade_score
-
         return grade_score(spec, prepared, _f64(cotangents[0]), grads)
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.gaussian_rope.backward import diagnose_score
-
         return diagnose_score(spec, prepared, _f64(cotangents[0]), graded)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.gaussian_rope.backward import score_gradcheck_case
-        from conformance.training import gradcheck_identity
-
         q, k, qp, kp, spec = score_gradcheck_case("half")
         return [gradcheck_identity(invoker, (q.to(device), k.to(device), qp.to(device), kp.to(device), spec),
                                    (0, 1), device, f"{self.name}.gradcheck",

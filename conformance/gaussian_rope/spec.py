@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from conformance.rope.spec import RopeSpec
+from conformance.core.rotation_spec import RopeSpec
 
 
 @dataclass(frozen=True)

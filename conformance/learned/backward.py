@@ -37,11 +37,13 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, ratio_max, token_max, per_position_curve)
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
 from conformance.results import Diagnosis
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.learned.spec import LearnedSpec
+from conformance.training import cotangent as draw
 from reference.learned import backward as reference_backward
 
 ROLES = ("x", "table")
@@ -50,9 +52,6 @@ ROLES = ("x", "table")
 def cotangent(case_id, prepared):
     """g like x in the dtype under test, drawn from the case."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent as draw
 
     g = draw(case_id, prepared.inputs_f64["x"].shape, prepared.dtype)
     return torch.from_numpy(g).to(torch_dtype(prepared.dtype)).to(prepared.device)
@@ -116,12 +115,8 @@ def grade(spec, prepared, cots, grads) -> dict:
             continue
         frozen = role == "table" and _padding_frozen(val, spec)
         ref = vjp(g, pos, spec, freeze_padding=frozen)[ROLES.index(role)]
-        bad = nonfinite_problem(val, ref, f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, ref)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = x_budget(g, prepared.dtype, profile) if role == "x" else \
                 table_budget(g, pos, spec, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
@@ -133,6 +128,8 @@ def grade(spec, prepared, cots, grads) -> dict:
             if frozen and np.any(vjp(g, pos, spec)[1][int(spec.padding_idx)]):
                 graded.notes[profile] = [f"the padding row {spec.padding_idx} gets no gradient (nn.Embedding("
                                          "padding_idx) convention): graded as 0 there"]
+
+        grade_profiles(graded, val, ref, f"the gradient of {role}", fill)
     return out
 
 
@@ -184,8 +181,6 @@ def diagnose(spec, prepared, cots, graded, dtype) -> list:
 def gradcheck_case():
     """(x [1, 4, 3], positions 0, 2, 2, 5 (row 2 read twice), table [8, 3], spec) float64."""
     import torch
-
-    from conformance.learned.spec import LearnedSpec
 
     spec = LearnedSpec(num_positions=8, d_model=3)
     gen = torch.Generator().manual_seed(15)

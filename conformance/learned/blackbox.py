@@ -46,6 +46,8 @@ from conformance.core.blackbox import (
 from conformance.core.tensors import dtype_name
 from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
+from conformance.learned import diagnosis
+from conformance.learned.spec import LearnedSpec
 
 FLOAT32 = 2.0**-24
 SEED = 20260601
@@ -70,16 +72,12 @@ def _representable(rng, shape) -> np.ndarray:
 
 
 def _spec(variant="absolute"):
-    from conformance.learned.spec import LearnedSpec
-
     return LearnedSpec(num_positions=NUM_POSITIONS, d_model=D_MODEL, variant=variant,
                        padding_idx=PADDING_IDX if variant == "roberta" else None)
 
 
 def lookup_checks(invoker, protocol, dtype, device) -> list:
     import torch
-
-    from conformance.learned import diagnosis
 
     spec = _spec()
     name = dtype_name(dtype)
@@ -178,8 +176,6 @@ def lookup_checks(invoker, protocol, dtype, device) -> list:
 def _wall_check(cid, dtype, run, x64, table64, base):
     """Every call with a position outside the table must raise (see the module docstring). Only
     meaningful when the same call with valid positions (``base``) returned a value."""
-    from conformance.learned import diagnosis
-
     if base.kind != "ok":
         return call_failure(cid, dtype, base)
 

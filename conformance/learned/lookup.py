@@ -19,22 +19,23 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     over_budget,
-    abs_error,
     argmax_index,
     check_tensor,
-    finite_max,
     mutation_problems,
-    nonfinite_problem,
     per_position_curve,
     ratio_max,
     token_max,
     torch_dtype,
 )
-from conformance.learned import budgets
+from conformance.learned import backward, blackbox, budgets, diagnosis
 from conformance.learned.spec import spec_of
+from conformance.learned.backward import gradcheck_case
+from conformance.learned.diagnosis import reference_rows
+from conformance.training import gradcheck_identity
 
 
 class LearnedLookup(Protocol):
@@ -70,7 +71,6 @@ class LearnedLookup(Protocol):
     def expected_error(self, case, spec):
         if not case.params.get("must_raise"):
             return None
-        from conformance.learned import diagnosis
 
         return diagnosis.missing_wall(case.arrays["positions"], spec)
 
@@ -82,8 +82,6 @@ class LearnedLookup(Protocol):
                       padding_idx=spec.padding_idx, backend="numpy")
 
     def grade(self, case, spec, prepared, value) -> Graded:
-        from conformance.learned.diagnosis import reference_rows
-
         x = prepared.inputs_f64["x"]
         pos = prepared.inputs_f64["positions"]
         table = prepared.inputs_f64["table"]
@@ -93,13 +91,9 @@ class LearnedLookup(Protocol):
         if out is None:
             return graded
         ref = self.reference(prepared, spec)
-        bad = nonfinite_problem(out, ref, "the output")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         t = table[reference_rows(pos, spec)]
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = budgets.sum_budget(x, t, prepared.dtype, profile)
             r = tolerance.ratio(err, budget)
             finite = np.where(np.isfinite(r), r, -1.0)
@@ -108,6 +102,8 @@ class LearnedLookup(Protocol):
             graded.worst_index[profile] = argmax_index(r) if r.size else None
             graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(budget), ratio_max(r))
+
+        grade_profiles(graded, out, ref, "the output", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
@@ -118,8 +114,6 @@ class LearnedLookup(Protocol):
         return f"batch row {b}, position {position} (token {s}), feature {d}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.learned import diagnosis
-
         i = prepared.inputs_f64
         try:
             return diagnosis.diagnose_lookup(i["x"], i["positions"], i["table"], graded.output_f64, spec, dtype)
@@ -127,8 +121,6 @@ class LearnedLookup(Protocol):
             return []  # odd data defeat the analysis: a diagnosis must never stop the run
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.learned import blackbox
-
         return blackbox.lookup_checks(invoker, self.name, dtype, device)
 
     # -- training (--grad): conformance/learned/backward.py ---------------------------------------
@@ -140,24 +132,15 @@ class LearnedLookup(Protocol):
         return {} if case.params.get("must_raise") else {"x": 0, "table": 2}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.learned import backward
-
         return (backward.cotangent(case.id, prepared),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.learned import backward
-
         return backward.grade(spec, prepared, cotangents, grads)
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.learned import backward
-
         return backward.diagnose(spec, prepared, cotangents, graded, dtype)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.learned.backward import gradcheck_case
-        from conformance.training import gradcheck_identity
-
         x, positions, table, spec = gradcheck_case()
         return [gradcheck_identity(invoker, (x.to(device), positions.to(device), table.to(device), spec), (0, 2),
                                    device, f"{self.name}.gradcheck", "x [1, 4, 3] and table [8, 3] float64 at "

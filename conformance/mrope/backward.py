@@ -10,7 +10,7 @@ Budget. Autograd of the forward (Qwen2-VL's x cos + rotate_half(x) sin, or a han
 Function that saves cos and sin) computes R^T g with the forward's own table: per element two
 products and a sum on the cotangent pair (g_a, g_b), the same table rounding and the same angle
 error, at |(-p) theta_i| = |p theta_i|. The gradient's budget is therefore the forward's per-pair
-rotation budget (conformance.mrope.apply.score, conformance.rope.budgets) with |g_a| + |g_b| in
+rotation budget (conformance.mrope.rotation.score, conformance.core.rotation_budgets) with |g_a| + |g_b| in
 place of |a| + |b|, and the passthrough budget of g on the tail (docs/tolerance.md, "Gradients").
 
 Diagnosis (core codes): R g, the forward reused (backward-transposed); R^T g paired in the other
@@ -25,11 +25,12 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfinite_problem
-from conformance.mrope.apply import score
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.grading import grade_profiles
+from conformance.core.tensors import abs_error, check_tensor
+from conformance.mrope.rotation import score
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.mrope.spec import MropeSpec
 
 
 def vjp(g, positions, spec, layout=None) -> np.ndarray:
@@ -51,13 +52,8 @@ def grade_gradient(spec, prepared, g, grad) -> Graded:
     if out is None:
         return graded
     ref = vjp(g, pos, spec)
-    bad = nonfinite_problem(out, ref, "the gradient of x")
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    for profile in tolerance.PROFILES:
-        score(graded, profile, spec, prepared.dtype, g, pos, err)
+    grade_profiles(graded, out, ref, "the gradient of x",
+                   lambda profile, err: score(graded, profile, spec, prepared.dtype, g, pos, err))
     return graded
 
 
@@ -97,8 +93,6 @@ def gradcheck_case():
     rotary_dim 6 (a tail too), the streams at different positions (up to 1000) so that neither a
     stream mix-up nor R for R^T goes unseen."""
     import torch
-
-    from conformance.mrope.spec import MropeSpec
 
     spec = MropeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout="half", mrope_section=(1, 1, 1),
                      variant="qwen2")

@@ -29,7 +29,7 @@ import itertools
 import numpy as np
 
 from conformance.core.mutants import round_to
-from conformance.mrope.apply import reference
+from conformance.mrope.rotation import reference
 from conformance.results import Diagnosis
 from reference import mrope, rope
 

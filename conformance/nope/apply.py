@@ -14,13 +14,12 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems, \
     over_budget
+from conformance.core.rotation_backward import as_f64, plain_cotangent
+from conformance.nope.backward import diagnose_gradient, grade_gradient, gradcheck_case
+from conformance.nope.exact import changed
 from conformance.nope.spec import spec_of
 from conformance.results import Diagnosis
-
-
-def changed(out, x) -> np.ndarray:
-    """bool like x: the elements that differ from the input (a NaN matches a NaN)."""
-    return ~((out == x) | (np.isnan(out) & np.isnan(x)))
+from conformance.training import gradcheck_identity
 
 
 class NopeApply(Protocol):
@@ -83,28 +82,17 @@ class NopeApply(Protocol):
         return {"x": 0}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
-
         return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.nope.backward import grade_gradient
-        from conformance.rope.backward import as_f64
-
         return {"x": grade_gradient(prepared, as_f64(cotangents[0]), grads.get("x"))}
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.nope.backward import diagnose_gradient
-        from conformance.rope.backward import as_f64
-
         if "x" not in graded:
             return []
         return diagnose_gradient(dtype, as_f64(cotangents[0]), graded["x"].output_f64)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.nope.backward import gradcheck_case
-        from conformance.training import gradcheck_identity
-
         x, positions, spec = gradcheck_case()
         return [gradcheck_identity(invoker, (x.to(device), positions.to(device), spec), (0,), device,
                                    "nope.apply.gradcheck", "x [1, 4, 1, 8] float64 at positions 0, 1, 7, 1000")]

@@ -21,13 +21,13 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core.tensors import argmax_index, check_tensor, finite_max, over_budget
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.nope.exact import changed
+from conformance.nope.spec import NopeSpec
 
 
 def grade_gradient(prepared, g, grad) -> Graded:
     """Graded of x's gradient (tensor or None) against g, exactly."""
-    from conformance.nope.apply import changed
-
     if grad is None:
         return missing_gradient("x")
     out, problems, got = check_tensor(grad, "the gradient of x", g.shape, None, prepared.device)
@@ -58,8 +58,6 @@ def diagnose_gradient(dtype, g, got) -> list:
 def gradcheck_case():
     """(x [1, 4, 1, 8] float64, positions [1, 4], spec)."""
     import torch
-
-    from conformance.nope.spec import NopeSpec
 
     x = torch.randn(1, 4, 1, 8, generator=torch.Generator().manual_seed(15), dtype=torch.float64)
     return x, torch.tensor([[0, 1, 7, 1000]], dtype=torch.int64), NopeSpec(head_dim=8)

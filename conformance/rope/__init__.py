@@ -3,10 +3,12 @@
 Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py),
 ``rope.frequencies`` (frequencies.py), ``rope.apply_qk`` (apply_qk.py: q and k in one call),
 ``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains).
-``spec`` is a :class:`RopeSpec` (spec.py). The error budgets are in budgets.py (derived in
-docs/tolerance.md), the pair-layout probe in probe.py, the mutants that name a fault in
-diagnosis.py, the black-box identity checks in blackbox.py, and the
-float64 reference tables the protocols grade against in reference.py.
+``spec`` is a :class:`RopeSpec` (spec.py). The mutants that name a fault are in diagnosis.py, the
+black-box identity checks in blackbox.py, the backward in backward.py. What the rotary families
+share lives in conformance/core: the rotation budgets (rotation_budgets.py, derived in
+docs/tolerance.md), RopeSpec and the tensor layouts (rotation_spec.py), the float64 tables the
+protocols grade against (rotation_reference.py), rope.apply's grading (rotation_apply.py), the
+pair-layout probe (layout_probe.py) and the family-free backward pieces (rotation_backward.py).
 """
 
 from conformance.core.family import Family

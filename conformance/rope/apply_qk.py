@@ -4,7 +4,7 @@ Fused query/key RoPE as attention layers call it: q [batch, seq, heads, head_dim
 seq, kv_heads, head_dim] with kv_heads dividing heads (grouped-query attention, down to a single
 KV head: multi-query), positions int64 [batch, seq] shared by both. Each of q_rot and k_rot is
 graded exactly as rope.apply grades its output (conformance.rope.apply: per pair, the rotation
-budget of conformance.rope.budgets, the tail past rotary_dim unchanged); the case's budget ratio
+budget of conformance.core.rotation_budgets, the tail past rotary_dim unchanged); the case's budget ratio
 is the larger of the two. spec.tensor_layout and spec.inplace apply to q and k alike.
 
 Output dict: Graded.output_f64 is {"q": ..., "k": ...} (float64, [batch, seq, heads, head_dim]
@@ -25,10 +25,14 @@ import dataclasses
 import numpy as np
 
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import type_name, abs_error, finite_max
+from conformance.core.tensors import abs_error, finite_max, mutation_problems, type_name
 from conformance.results import Diagnosis
 from conformance.rope.apply import RopeApply
 from conformance.rope.spec import spec_of
+from conformance.core import layout_probe as probe
+from conformance.rope import backward, diagnosis
+from conformance.rope.backward import gradcheck_case
+from conformance.training import gradcheck_identity
 
 ROLES = ("q", "k")
 
@@ -51,7 +55,7 @@ class RopeApplyQk(Protocol):
         return self._prepare(case.arrays["q"], case.arrays["k"], case.arrays["positions"], spec, dtype, device)
 
     def prepare_arrays(self, x, positions, spec, dtype, device) -> Prepared:
-        """The layout probe's entry (conformance.rope.probe): q = x, k = x with its heads in
+        """The layout probe's entry (conformance.core.layout_probe): q = x, k = x with its heads in
         reverse order (as many heads as q: the probe asks about the pair layout only, not about
         grouped-query head counts)."""
         x = np.asarray(x, dtype=np.float64)
@@ -84,7 +88,6 @@ class RopeApplyQk(Protocol):
             for d in g.problems:
                 d.message = d.message.replace("the output", f"{role}_rot")
             graded[role] = g
-        from conformance.core.tensors import mutation_problems
 
         out = Graded(problems=[d for g in graded.values() for d in g.problems] + mutation_problems(prepared.watched))
         if any(not g.gradable for g in graded.values()):
@@ -111,8 +114,6 @@ class RopeApplyQk(Protocol):
         return f"{role}: " + self._one.locate(case, spec, prepared.inputs_f64["parts"][role], index[1:])
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.rope import diagnosis
-
         k_in, k_out = prepared.inputs_f64["k"], graded.output_f64["k"]
         q_ok = self._within(prepared, spec, "q", graded.output_f64["q"])
         if q_ok and finite_max(abs_error(k_out, k_in)) == 0.0 and not self._within(prepared, spec, "k", k_out):
@@ -133,8 +134,6 @@ class RopeApplyQk(Protocol):
         return finite_max(err) is not None and finite_max(err) <= 0.05 * max(scale, 1e-30)
 
     def probe(self, invoker, cases, options):
-        from conformance.rope import probe
-
         return probe.detect(invoker, self, [self.spec(c) for c in cases], options)
 
     def repro_call(self) -> str:
@@ -149,13 +148,9 @@ class RopeApplyQk(Protocol):
         return {} if spec.inplace else {"q": 0, "k": 1}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope import backward
-
         return backward.qk_cotangents(case, spec, prepared)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.rope import backward
-
         graded = backward.qk_grade_backward(self._one, case, spec, prepared, cotangents, grads)
         # Worst-element indices in this protocol's frame, [tensor (0 = q, 1 = k), batch, seq, head, dim].
         for i, role in enumerate(ROLES):
@@ -165,14 +160,9 @@ class RopeApplyQk(Protocol):
         return graded
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.rope import backward
-
         return backward.qk_diagnose_backward(self._one, case, spec, prepared, cotangents, grads, graded, dtype)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.rope.backward import gradcheck_case
-        from conformance.training import gradcheck_identity
-
         layout = probe.blackbox_options.get("layout", "half") if probe is not None else "half"
         q, positions, spec = gradcheck_case(layout)
         k = q.flip(1).contiguous()  # its own values: the tokens in reverse order

@@ -4,7 +4,7 @@ Formula. rope.apply is linear in x: y = f R_m x on each rotated pair (f the atte
 scaled case, 1 without one) and y = x on the tail. Its vector-Jacobian product with a cotangent g
 is the transpose, f R_m^T g = f R_{-m} g on the pairs and g on the tail (RoFormer, arXiv
 2104.09864, eqs. 15-16; reference/rope/backward.py derives it). Computed here from the forward's
-own cached table (conformance.rope.reference.tables: cos and sin already carry f) as the
+own cached table (conformance.core.rotation_reference.tables: cos and sin already carry f) as the
 transposed rotation rotate_pairs(g, cos, -sin): for a dynamic scaling the frequencies depend on
 spec.seq_len, never on the sign of the positions, so the table of +m is the right one. This is
 bit for bit ``reference.rope.backward.apply_vjp`` (identity rope.backward-is-inverse-rotation;
@@ -13,7 +13,7 @@ tests/rope/test_rope_grad.py checks it here too).
 Budget. Autograd runs the forward's arithmetic on the cotangent pair (g_a, g_b) with the same
 cos/sin (two products and a sum per element; a recomputing or fused backward rounds the same
 formulas again), and |(-m) theta| = |m theta|: the gradient's budget is the forward's per-pair
-rotation budget (conformance.rope.budgets) with |g_a| + |g_b| in place of |a| + |b|, and the
+rotation budget (conformance.core.rotation_budgets) with |g_a| + |g_b| in place of |a| + |b|, and the
 passthrough budget of g on the tail (docs/tolerance.md, "Gradients").
 
 Diagnosis (core codes, conformance/core/codes.py): a gradient over budget is compared with the
@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfinite_problem
-from conformance.results import Diagnosis
-from conformance.rope import reference
-from conformance.rope.spec import from_layout, layout_shape, to_layout
+from conformance.core.tensors import abs_error, check_tensor
+from conformance.core.rotation_backward import (cotangent_f64, cotangent_tensor, explain_gradient,
+                                                missing_gradient)
+from conformance.core.rotation_spec import from_layout, layout_shape
+from conformance.core import rotation_reference as reference
+from conformance.rope.spec import RopeSpec
 
 
 def rope_vjp(g, positions, spec, layout: str) -> np.ndarray:
@@ -48,34 +51,14 @@ def forward_on(g, positions, spec, layout: str) -> np.ndarray:
     return reference.apply(np.asarray(g, dtype=np.float64), positions, spec, layout)
 
 
-def cotangent_tensor(case_id: str, shape, spec, dtype: str, device: str, index: int = 0):
-    """The case's cotangent as a tensor in the adapter's layout (conformance.training.cotangent)."""
-    import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
-
-    g = torch.from_numpy(cotangent(case_id, shape, dtype, index)).to(dtype=torch_dtype(dtype))
-    g_a, _ = to_layout(g, np.zeros(shape[:2], dtype=np.int64), spec)
-    return g_a.contiguous().clone().to(device)
-
-
-def cotangent_f64(g_tensor, spec) -> np.ndarray:
-    """A cotangent tensor as the backward received it, float64 in the canonical frame."""
-    import torch
-
-    return from_layout(g_tensor.detach().to("cpu", torch.float64).numpy(), spec)
-
-
 def grade_gradient(proto, spec, prepared, x_shape, positions, g, grad, role: str) -> Graded:
     """Graded of one input's gradient: the forward's per-pair budget with g for x.
 
-    proto: the RopeApply whose ``_ratios`` grades (it reads the budget dtype from its argument);
+    proto: the RopeApply whose ``ratios`` grades (it reads the budget dtype from its argument);
     g: the float64 cotangent [b, s, h, d]; grad: the tensor autograd returned, or None."""
     what = f"the gradient of {role}"
     if grad is None:
-        return Graded(problems=[Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
-                                          "None: the output does not depend on it through autograd)")])
+        return missing_gradient(role)
     out, problems, got = check_tensor(grad, what, layout_shape(x_shape, spec), None, prepared.device)
     graded = Graded(problems=problems, output_dtype=got)
     if out is None:
@@ -83,22 +66,18 @@ def grade_gradient(proto, spec, prepared, x_shape, positions, g, grad, role: str
     out = from_layout(out, spec)
     graded.output_f64 = out
     ref = rope_vjp(g, positions, spec, spec.layout)
-    bad = nonfinite_problem(out, ref, what)
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    from conformance.core import tolerance
 
-    for profile in tolerance.PROFILES:
-        proto._ratios(graded, profile, spec, prepared.dtype, g, positions, err)
+    def fill(profile, err):
+        proto.ratios(graded, profile, spec, prepared.dtype, g, positions, err)
+
+    grade_profiles(graded, out, ref, what, fill)
     graded.notes = {}  # the forward's off-by-one note speaks of x, not of g
     return graded
 
 
 def _ratio(proto, spec, dtype, g, positions, got, candidate) -> float:
     scratch = Graded()
-    proto._ratios(scratch, "standard", spec, dtype, g, positions, abs_error(got, candidate))
+    proto.ratios(scratch, "standard", spec, dtype, g, positions, abs_error(got, candidate))
     r = scratch.ratio.get("standard")
     return np.inf if r is None else float(r)
 
@@ -134,32 +113,17 @@ def candidates(g, positions, spec) -> list:
 
 def diagnose_gradient(proto, spec, dtype, g, positions, got, role: str) -> list:
     """Diagnoses of a failing gradient (float64 [b, s, h, d])."""
-    found, seen = [], set()
-    ref = rope_vjp(g, positions, spec, spec.layout)
-    if not np.any(got) and np.any(ref):
-        return [Diagnosis("backward-missing", f"{role}: the gradient is zero everywhere: nothing flows back")]
-    for code, message, cand, cand_spec in candidates(g, positions, spec):
-        if code in seen or not np.all(np.isfinite(cand)):
-            continue
-        if _ratio(proto, cand_spec, dtype, g, positions, got, cand) <= 1.0:
-            found.append(Diagnosis(code, f"{role}: {message}"))
-            seen.add(code)
-    if not found:
-        # Reference-free fit: the gradient is c times the right one.
-        den = float(np.vdot(ref, ref))
-        if den > 0.0 and np.all(np.isfinite(got)):
-            c = float(np.vdot(got, ref)) / den
-            if abs(c - 1.0) > 1e-3 and _ratio(proto, spec, dtype, g, positions, got, c * ref) <= 1.0:
-                found.append(Diagnosis("backward-scale", f"{role}: the gradient is {c:.6g} times the right one"))
-    return found
+    def ratio_of(cand, cand_spec):
+        return _ratio(proto, cand_spec or spec, dtype, g, positions, got, cand)
+
+    return explain_gradient(ratio_of, got, rope_vjp(g, positions, spec, spec.layout), candidates(g, positions, spec),
+                            role)
 
 
 def gradcheck_case(layout: str):
     """A small float64 case for torch.autograd.gradcheck: (x, positions, spec). Positions 0, 1, 7 and
     1000 (m = 0 alone cannot tell R_m from R_{-m}); head_dim 8 with rotary_dim 6 (a tail too)."""
     import torch
-
-    from conformance.rope.spec import RopeSpec
 
     spec = RopeSpec(head_dim=8, rotary_dim=6, base=10000.0, layout=layout)
     gen = torch.Generator().manual_seed(15)
@@ -200,97 +164,3 @@ def qk_diagnose_backward(one, case, spec, prepared, cotangents, grads, graded, d
             found += diagnose_gradient(one, spec, dtype, cotangent_f64(cotangents[i], spec),
                                        prepared.inputs_f64["positions"], graded[role].output_f64, role)
     return found
-
-
-# ------------------------------------------------------------------------------------------
-# Family-free pieces of a rotation's backward grading (mrope, rope2d, nope use them).
-
-
-def plain_cotangent(case_id: str, shape, dtype: str, device: str):
-    """The case's cotangent (conformance.training.cotangent) as a tensor in the dtype under test,
-    for an output shaped like its input (no tensor layouts)."""
-    import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
-
-    return torch.from_numpy(cotangent(case_id, shape, dtype)).to(dtype=torch_dtype(dtype)).to(device)
-
-
-def as_f64(tensor) -> np.ndarray:
-    """A cotangent tensor as the backward received it, float64 numpy."""
-    import torch
-
-    return tensor.detach().to("cpu", torch.float64).numpy()
-
-
-def missing_gradient(role: str) -> Graded:
-    """The Graded of an input autograd returned no gradient for (None)."""
-    return Graded(problems=[Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned None: "
-                                      "the output does not depend on it through autograd)")])
-
-
-def explain_gradient(ratio_of, got, ref, cands, role: str) -> list:
-    """Diagnoses of a failing gradient ``got`` (float64) whose right value is ``ref``.
-
-    cands: [(code, message, float64 wrong gradient, budget key)]; ratio_of(candidate, key) is the
-    budget ratio of |got - candidate| with the gradient's own budget (key: what that budget needs,
-    e.g. the spec of the candidate's pair layout). A candidate within budget names its code (first
-    of each code); without one, the least-squares c of got ~ c ref, when c ref is within budget,
-    is backward-scale."""
-    if not np.any(got) and np.any(ref):
-        return [Diagnosis("backward-missing", f"{role}: the gradient is zero everywhere: nothing flows back")]
-    found, seen = [], set()
-    for code, message, cand, key in cands:
-        if code in seen or not np.all(np.isfinite(cand)):
-            continue
-        if ratio_of(cand, key) <= 1.0:
-            found.append(Diagnosis(code, f"{role}: {message}"))
-            seen.add(code)
-    if not found:
-        den = float(np.vdot(ref, ref))
-        if den > 0.0 and np.all(np.isfinite(got)):
-            c = float(np.vdot(got, ref)) / den
-            if abs(c - 1.0) > 1e-3 and ratio_of(c * ref, None) <= 1.0:
-                found.append(Diagnosis("backward-scale", f"{role}: the gradient is {c:.6g} times the right one"))
-    return found
-
-
-class RotationGradHooks:
-    """The training hooks of a protocol whose float input x (argument 0) is turned pair by pair
-    by per-pair angles read from ``position_role`` (mrope.apply, rope2d.apply): the gradient of
-    x against the family's R^T g. ``backward_module`` names the family's module that gives
-    ``grade_gradient``, ``diagnose_gradient`` and ``gradcheck_case``; ``gradcheck_what`` describes
-    the gradcheck's case. Put it before Protocol in the bases."""
-
-    differentiable = True
-    backward_module = ""
-    position_role = "positions"
-    gradcheck_what = ""
-
-    def _backward(self):
-        import importlib
-
-        return importlib.import_module(self.backward_module)
-
-    def grad_inputs(self, case, spec, prepared) -> dict:
-        return {"x": 0}
-
-    def cotangents(self, case, spec, prepared) -> tuple:
-        return (plain_cotangent(case.id, prepared.inputs_f64["x"].shape, prepared.dtype, prepared.device),)
-
-    def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        return {"x": self._backward().grade_gradient(spec, prepared, as_f64(cotangents[0]), grads.get("x"))}
-
-    def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        if "x" not in graded:
-            return []
-        return self._backward().diagnose_gradient(spec, dtype, as_f64(cotangents[0]),
-                                                  prepared.inputs_f64[self.position_role], graded["x"].output_f64)
-
-    def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.training import gradcheck_identity
-
-        x, where, spec = self._backward().gradcheck_case()
-        return [gradcheck_identity(invoker, (x.to(device), where.to(device), spec), (0,), device,
-                                   f"{self.name}.gradcheck", self.gradcheck_what)]

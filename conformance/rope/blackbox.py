@@ -72,6 +72,8 @@ from conformance.core.blackbox import (
 from conformance.core.tensors import as_number, dtype_name, type_name
 from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
+from conformance.rope import diagnosis
+from conformance.rope.spec import RopeSpec
 
 FLOAT32_ANGLE = 2.0**-24
 SEED = 20260522
@@ -102,8 +104,6 @@ def _u_eff(dtype) -> float:
 
 
 def _apply_spec(layout="half"):
-    from conformance.rope.spec import RopeSpec
-
     return RopeSpec(head_dim=HEAD_DIM, rotary_dim=HEAD_DIM, base=BASE,
                     layout=layout if layout in ("half", "interleaved") else "half",
                     scaling=None, seq_len=len(POSITIONS[0]))
@@ -112,7 +112,6 @@ def _apply_spec(layout="half"):
 def apply_checks(invoker, protocol, dtype, device, layout) -> list:
     import torch
 
-    from conformance.rope import diagnosis
     from reference.rope import pair_indices
 
     spec = _apply_spec(layout)
@@ -341,8 +340,6 @@ def _pair(value):
 def cache_checks(invoker, protocol, dtype, device) -> list:
     import torch
 
-    from conformance.rope import diagnosis
-
     spec = _apply_spec()
     pid = f"{protocol}/"
     session = Session(invoker)
@@ -429,8 +426,6 @@ def cache_checks(invoker, protocol, dtype, device) -> list:
 
 def frequency_checks(invoker, protocol, dtype, device) -> list:
     import torch
-
-    from conformance.rope import diagnosis
 
     spec = _apply_spec()
     pid = f"{protocol}/"

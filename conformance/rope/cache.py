@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, rotation_reference as reference, tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     type_name,
@@ -28,8 +28,8 @@ from conformance.core.tensors import (
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
-from conformance.rope import budgets, reference
 from conformance.rope.spec import spec_of
+from conformance.rope import blackbox, diagnosis
 
 
 class RopeCache(Protocol):
@@ -98,15 +98,11 @@ class RopeCache(Protocol):
         return f"batch row {b}, position {position} (token {s}), pair {i}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.rope import diagnosis
-
         cos, sin = graded.output_f64
         return diagnosis.explain(diagnosis.diagnose_cache, prepared.inputs_f64["positions"], (cos, sin),
                                  spec, dtype)
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.rope import blackbox
-
         return blackbox.cache_checks(invoker, self.name, dtype, device)
 
 

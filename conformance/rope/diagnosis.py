@@ -46,7 +46,7 @@ import numpy as np
 from conformance.core.mutants import Mutant, closest_mutant, rms, round_to
 from conformance.core.tolerance import unit_roundoff as _unit_roundoff
 from conformance.results import Diagnosis
-from conformance.rope.reference import frequencies as reference_frequencies
+from conformance.core.rotation_reference import frequencies as reference_frequencies
 
 # Upper bound on the work: the diagnosis looks at most this many tokens and heads.
 MAX_TOKENS = 96

@@ -3,7 +3,7 @@
 inv_freq is a torch tensor; attention_factor a Python number or a 0-d tensor. The adapter gets no
 tensor in a dtype under test, so the protocol is dtype-free: each case is graded once, in the
 dtype of the returned inv_freq. inv_freq_i is graded with a relative budget (frequency_budget in
-conformance.tolerance), the attention factor with a few roundings. worst_index is [i] for
+conformance.core.rotation_budgets), the attention factor with a few roundings. worst_index is [i] for
 inv_freq_i and [rotary_dim // 2] for the attention factor.
 """
 
@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, rotation_reference as reference, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     type_name,
     over_budget,
-    abs_error,
     argmax_index,
     as_number,
     check_tensor,
     finite_max,
-    nonfinite_problem,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
 from conformance.results import Diagnosis
-from conformance.rope import budgets, reference
 from conformance.rope.spec import spec_of
+from conformance.rope import blackbox, diagnosis
 
 
 class RopeFrequencies(Protocol):
@@ -66,12 +65,8 @@ class RopeFrequencies(Protocol):
         graded.output_f64 = np.concatenate([inv, [factor]])
         ref_inv, ref_factor = reference.frequencies(spec)
         ref = np.concatenate([ref_inv, [ref_factor]])
-        bad = nonfinite_problem(graded.output_f64, ref, "the output")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(graded.output_f64, ref)
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = np.concatenate(
                 [
                     budgets.frequency_budget(ref_inv, spec.rotary_dim, spec.base, dtype, profile),
@@ -83,6 +78,8 @@ class RopeFrequencies(Protocol):
             graded.worst_index[profile] = argmax_index(ratio)
             graded.mismatch[profile] = over_budget(ratio) + ("values",)
             graded.curve[profile] = []
+
+        grade_profiles(graded, graded.output_f64, ref, "the output", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
@@ -91,14 +88,10 @@ class RopeFrequencies(Protocol):
         return f"inv_freq[{i}] (pair {i})" if i < half else "attention_factor"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.rope import diagnosis
-
         out = graded.output_f64
         return diagnosis.explain(diagnosis.diagnose_frequencies, (out[:-1], out[-1]), spec, dtype)
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.rope import blackbox
-
         return blackbox.frequency_checks(invoker, self.name, dtype, device)
 
     def repro_call(self) -> str:

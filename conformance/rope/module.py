@@ -52,11 +52,18 @@ from typing import Optional
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_reference as reference, tolerance
 from conformance.core.protocol import Graded, Prepared, Probe, Protocol
 from conformance.core.tensors import type_name, torch_dtype
-from conformance.results import Diagnosis
+from conformance.results import Diagnosis, IdentityResult
 from conformance.rope.spec import spec_of
+from conformance.core.rotation_backward import as_f64, plain_cotangent
+from conformance.rope import module_state
+from conformance.rope.apply import PROTOCOL as APPLY
+from conformance.rope.backward import diagnose_gradient, gradcheck_case, grade_gradient
+from conformance.rope.cache import PROTOCOL as CACHE
+from conformance.training import budget_dtype, gradcheck_identity, TrainingCall, unpack
+from conformance.isolation import _call_catching, error_line
 
 OUTPUT_ATTRIBUTE = "posref_output"  # "x" (default) or "cos_sin"
 OUTPUT_FORMS = ("x", "cos_sin")
@@ -162,9 +169,6 @@ class RopeModule(Protocol):
     # -- grading ---------------------------------------------------------------------------
 
     def grade(self, case, spec, prepared, value) -> Graded:
-        from conformance.rope.apply import PROTOCOL as APPLY
-        from conformance.training import TrainingCall, budget_dtype, unpack
-
         problem = self._ready(prepared, value)
         if problem is not None:
             return Graded(problems=[problem])
@@ -199,7 +203,6 @@ class RopeModule(Protocol):
     def _call(prepared, fn, args):
         if prepared.invoker is not None:
             return prepared.invoker.call_with(fn, *args)
-        from conformance.isolation import _call_catching
 
         return _call_catching(fn, args)
 
@@ -251,7 +254,6 @@ class RopeModule(Protocol):
             if prepared.device != "cpu" and callable(getattr(module, "to", None)):
                 module = module.to(prepared.device) or module
         except Exception as exc:  # noqa: BLE001 - the module's own .to failing is its verdict
-            from conformance.isolation import error_line
 
             return Diagnosis("raised", f"module.to({prepared.dtype}) raised {error_line(exc)}")
         prepared.module = module
@@ -277,8 +279,6 @@ class RopeModule(Protocol):
 
     def _grade_step(self, case, sspec, step, prepared, value) -> Graded:
         if prepared.form == "x":
-            from conformance.rope.apply import PROTOCOL as APPLY
-
             graded = APPLY.grade(case, sspec, step.prepared, value)
             step.output = graded.output_f64
             return graded
@@ -287,9 +287,6 @@ class RopeModule(Protocol):
     def _grade_tables(self, case, sspec, step, prepared, value) -> Graded:
         """(cos, sin) in pair order [b, s, r/2], or expanded [b, s, r] in the spec's layout: each
         of the two expansions graded as a rope.cache output, the worse kept."""
-        from conformance.rope import reference
-        from conformance.rope.cache import PROTOCOL as CACHE
-
         cp = Prepared(step.prepared.args, {"positions": step.positions}, dict(step.prepared.watched), None,
                       prepared.device)
         r = sspec.rotary_dim
@@ -343,16 +340,12 @@ class RopeModule(Protocol):
     # -- explaining ------------------------------------------------------------------------
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.rope import module_state
-
         return module_state.diagnose(spec, prepared, dtype)
 
     def locate(self, case, spec, prepared, index) -> str:
         k, rest = int(index[0]), list(index[1:])
         step = prepared.steps[k]
         if prepared.form == "x":
-            from conformance.rope.apply import PROTOCOL as APPLY
-
             where = APPLY.locate(case, step_spec(spec, step.seq_len), step.prepared, rest)
         else:
             b, s, i = rest
@@ -368,8 +361,6 @@ class RopeModule(Protocol):
         return {"x": 0}  # into each step's call module(x, positions)
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.rope.backward import plain_cotangent
-
         return (plain_cotangent(case.id, np.shape(case.arrays["x"]), prepared.dtype, prepared.device),)
 
     def _graded_steps(self, prepared, grads):
@@ -377,9 +368,6 @@ class RopeModule(Protocol):
         return zip([s for s in prepared.steps if s.training is not None], grads.get("x") or ())
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.rope.apply import PROTOCOL as APPLY
-        from conformance.rope.backward import as_f64, grade_gradient
-
         g = as_f64(cotangents[0])
         graded = Graded()
         for step, grad in self._graded_steps(prepared, grads):
@@ -390,9 +378,6 @@ class RopeModule(Protocol):
         return {"x": graded}
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.rope.apply import PROTOCOL as APPLY
-        from conformance.rope.backward import as_f64, diagnose_gradient
-
         g, found, seen = as_f64(cotangents[0]), [], set()
         for step, _ in self._graded_steps(prepared, grads):
             gg = step.grad_graded
@@ -411,10 +396,6 @@ class RopeModule(Protocol):
         the factory supports (rope.apply's gradcheck case: half layout then interleaved, a
         pass-through tail then full rotary)."""
         from types import SimpleNamespace
-
-        from conformance.results import IdentityResult
-        from conformance.rope.backward import gradcheck_case
-        from conformance.training import TrainingCall, gradcheck_identity
 
         ident = f"{self.name}.gradcheck"
 

@@ -2,7 +2,7 @@
 buffers rounded by ``module.to(dtype)``; else rope.apply's (rope.cache's) own diagnosis.
 
 A step's output *matches* a candidate when it is within the step's standard budget of the
-candidate (the budget of conformance.rope.budgets, as grading uses it): the same test the case
+candidate (the budget of conformance.core.rotation_budgets, as grading uses it): the same test the case
 failed against the true reference, so a match is as strong as a pass would have been.
 
 - ``longrope-switch``: the scaling is LongRoPE and the output matches the reference with the
@@ -23,7 +23,9 @@ import numpy as np
 
 from conformance.core.protocol import Graded
 from conformance.results import Diagnosis
-from conformance.rope import budgets, reference
+from conformance.core import rotation_budgets as budgets, rotation_reference as reference
+from conformance.rope import diagnosis
+from conformance.rope.apply import PROTOCOL as APPLY
 
 
 def _failing(graded: Graded) -> bool:
@@ -43,14 +45,12 @@ def _with_len(spec, seq_len):
 def matches(step, form: str, positions, spec, dtype) -> bool:
     """Is the step's output within its standard budget of the reference for (positions, spec)?"""
     if form == "x":
-        from conformance.rope.apply import PROTOCOL as APPLY
-
         x = step.prepared.inputs_f64["x"]
         candidate = reference.apply(x, positions, spec, spec.layout)
         err = np.abs(np.asarray(step.output, dtype=np.float64) - candidate)
         tmp = Graded()
         with np.errstate(invalid="ignore", over="ignore"):
-            APPLY._ratios(tmp, "standard", spec, dtype, x, positions, err)
+            APPLY.ratios(tmp, "standard", spec, dtype, x, positions, err)
         ratio = tmp.ratio.get("standard")
         return ratio is not None and ratio <= 1.0
     cos_o, sin_o = np.asarray(step.output, dtype=np.float64)
@@ -112,8 +112,6 @@ def rounded_buffers(prepared, dtype):
 
 def fallback(spec, step, form, dtype) -> list:
     """rope.apply's (rope.cache's) diagnosis of the step, messages prefixed with the step."""
-    from conformance.rope import diagnosis
-
     sspec = _with_len(spec, step.seq_len)
     if form == "x":
         found = diagnosis.explain(diagnosis.diagnose_apply, step.prepared.inputs_f64["x"], step.positions,

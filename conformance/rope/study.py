@@ -26,6 +26,9 @@ from typing import Optional
 import numpy as np
 
 from conformance.rope.spec import RopeSpec
+from conformance.core import rotation_reference as reference
+from conformance.core.registry import get
+from conformance.reports.plot import DTYPE_COLOURS
 
 LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
            "original_max_position_embeddings": 8192}
@@ -74,8 +77,6 @@ def run_study(invoker, *, layout: str = "half", dtypes=DTYPES, configs=tuple(CON
     """[Series] for every configuration and dtype (see the module docstring)."""
     import torch
 
-    from conformance.core.registry import get
-    from conformance.rope import reference
     from reference.golden.inputs import representable_inputs
 
     proto = get("rope.apply")
@@ -115,8 +116,6 @@ def render(series_list: list, config: str, target: str) -> bytes:
     """PNG bytes: error / ||x|| per dtype and step / 2 / ||x|| against position, for one config."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from conformance.reports.plot import DTYPE_COLOURS
 
     fig = Figure(figsize=(10, 6), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)

@@ -12,7 +12,7 @@ Budget. Autograd of the forward (x cos + rotate(x) sin with the two axes' tables
 hand-written Function that saves cos and sin) computes R^T g with the forward's own table: per
 element two products and a sum on the cotangent pair (g_a, g_b), the same table rounding and angle
 error at |-phi| = |phi|. The gradient's budget is the forward's per-pair budget
-(conformance.rope2d.apply.score: each axis RoPE's rotation budget for its ladder of d/4
+(conformance.rope2d.rotation.score: each axis RoPE's rotation budget for its ladder of d/4
 frequencies) with |g_a| + |g_b| in place of |a| + |b|, and the passthrough budget of g on the CLS
 tokens (docs/tolerance.md, "Gradients").
 
@@ -28,11 +28,12 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, check_tensor, finite_max, nonfinite_problem
-from conformance.rope.backward import explain_gradient, missing_gradient
-from conformance.rope2d.apply import score
+from conformance.core.grading import grade_profiles
+from conformance.core.tensors import abs_error, check_tensor
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.rope2d.rotation import score
+from conformance.rope2d.spec import Rope2dSpec
 
 
 def _kw(spec) -> dict:
@@ -57,13 +58,8 @@ def grade_gradient(spec, prepared, g, grad) -> Graded:
     if out is None:
         return graded
     ref = vjp(g, coords, spec)
-    bad = nonfinite_problem(out, ref, "the gradient of x")
-    if bad is not None:
-        graded.problems.append(bad)
-    err = abs_error(out, ref)
-    graded.max_abs_error = finite_max(err)
-    for profile in tolerance.PROFILES:
-        score(graded, profile, spec, prepared.dtype, g, coords, err)
+    grade_profiles(graded, out, ref, "the gradient of x",
+                   lambda profile, err: score(graded, profile, spec, prepared.dtype, g, coords, err))
     return graded
 
 
@@ -95,8 +91,6 @@ def gradcheck_case(layout: str = "interleaved"):
     """(x [1, 5, 1, 8] float64, coords [1, 5, 2], spec): one CLS token and four patches, the two
     coordinates different (up to 30) so that R for R^T and an axis mix-up both show."""
     import torch
-
-    from conformance.rope2d.spec import Rope2dSpec
 
     spec = Rope2dSpec(head_dim=8, base=100.0, layout=layout, order=("x", "y"), cls_tokens=1)
     x = torch.randn(1, 5, 1, 8, generator=torch.Generator().manual_seed(15), dtype=torch.float64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.results import Diagnosis
-from conformance.rope2d.apply import reference
+from conformance.rope2d.rotation import reference
 from reference import rope
 
 

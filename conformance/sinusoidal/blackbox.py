@@ -36,6 +36,9 @@ from conformance.core.blackbox import (
 )
 from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
+from conformance.sinusoidal import diagnosis
+from conformance.core.sinusoid_budgets import columns
+from conformance.sinusoidal.spec import SinusoidalSpec
 
 FLOAT32 = 2.0**-24
 D_MODEL = 64
@@ -46,17 +49,12 @@ SPECS = (("interleaved", "2i/d"), ("concatenated", "2i/(d-2)"), ("concatenated",
 
 
 def _pairs(rows, spec):
-    from conformance.sinusoidal.budgets import columns
-
     _, _, kind = columns(spec)
     return rows[..., kind == 0], rows[..., kind == 1]
 
 
 def table_checks(invoker, protocol, dtype, device) -> list:
     import torch
-
-    from conformance.sinusoidal import diagnosis
-    from conformance.sinusoidal.spec import SinusoidalSpec
 
     pid = f"{protocol}/"
     session = Session(invoker)

@@ -26,7 +26,7 @@ import numpy as np
 
 from conformance.core.mutants import Mutant, closest_mutant, round_to
 from conformance.results import Diagnosis
-from conformance.sinusoidal import budgets
+from conformance.core import sinusoid_budgets as budgets
 
 BASES = (1000.0, 10000.0, 100000.0, 500000.0, 1000000.0)
 SHIFTS = (1, -1, 2, -2)

@@ -4,7 +4,7 @@ positions: int64 [n] (1-D tables) or [n, 2] (2-D: the two coordinates of each to
 :class:`SinusoidalSpec` (d_model, layout, exponent, base, dims). The adapter receives no tensor in
 a dtype under test, so the protocol is dtype-free: each case is graded once, in the dtype the
 adapter returns, against the stored correctly rounded table, with the budget of
-conformance.sinusoidal.budgets. A failing table is explained by the closest mutant
+conformance.core.sinusoid_budgets. A failing table is explained by the closest mutant
 (conformance.sinusoidal.diagnosis).
 """
 
@@ -13,21 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import (
     over_budget,
-    abs_error,
     argmax_index,
     check_tensor,
     finite_max,
     mutation_problems,
-    nonfinite_problem,
     per_position_curve,
     ratio_max,
     token_max,
 )
 from conformance.core.tolerance import budget_dtype, unknown_dtype_problems
-from conformance.sinusoidal import budgets
+from conformance.core import sinusoid_budgets as budgets
+from conformance.sinusoidal import blackbox, diagnosis
 from conformance.sinusoidal.spec import spec_of
 
 
@@ -61,13 +61,9 @@ class SinusoidalTable(Protocol):
         graded = Graded(problems=problems, output_f64=out, output_dtype=dtype)
         if out is None:
             return graded
-        bad = nonfinite_problem(out, ref, "the table")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(out, ref)
-        graded.max_abs_error = finite_max(err)
         where = pos if spec.dims == 1 else np.abs(pos).max(axis=-1)  # the curve's position axis
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = budgets.table_budget(pos, spec, dtype, profile)
             r = tolerance.ratio(err, budget)
             graded.ratio[profile] = finite_max(r)
@@ -75,6 +71,8 @@ class SinusoidalTable(Protocol):
             graded.mismatch[profile] = over_budget(r) + ("values",)
             graded.curve[profile] = per_position_curve(where[None], token_max(err[None]),
                                                        budget.max(axis=-1)[None], ratio_max(r[None]))
+
+        grade_profiles(graded, out, ref, "the table", fill)
         return graded
 
     def locate(self, case, spec, prepared, index) -> str:
@@ -84,8 +82,6 @@ class SinusoidalTable(Protocol):
         return f"row {n} (position {shown}), column {col}"
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.sinusoidal import diagnosis
-
         standard = graded.ratio.get("standard")
         profile = "strict" if standard is not None and standard <= 1.0 else "standard"
         try:
@@ -95,8 +91,6 @@ class SinusoidalTable(Protocol):
             return []  # odd data defeat the analysis: a diagnosis must never stop the run
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.sinusoidal import blackbox
-
         return blackbox.table_checks(invoker, self.name, dtype, device)
 
 

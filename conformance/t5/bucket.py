@@ -15,6 +15,7 @@ from conformance.core.tensors import (adapter_inputs, argmax_index, check_intege
                                       mutation_problems, over_budget)
 from conformance.results import Diagnosis
 from conformance.t5.spec import spec_of
+from conformance.t5 import blackbox
 from reference import t5
 
 
@@ -115,8 +116,6 @@ class T5Bucket(Protocol):
         return graded
 
     def blackbox(self, invoker, dtype, device, probe) -> list:
-        from conformance.t5 import blackbox
-
         return blackbox.bucket_checks(invoker, device, dtype=dtype)
 
     def locate(self, case, spec, prepared, index) -> str:

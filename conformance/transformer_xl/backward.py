@@ -53,9 +53,13 @@ import math
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem, over_budget
+from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
 from conformance.results import Diagnosis
+from conformance.transformer_xl.position_term import position_terms
+from conformance.training import cotangent
+from conformance.transformer_xl.spec import TransformerXLSpec
 from reference import sinusoidal, transformer_xl
 from reference.transformer_xl import backward as reference_backward
 
@@ -81,9 +85,6 @@ def mask(qlen: int, mlen: int) -> np.ndarray:
 def cotangent_tensor(case_id: str, inputs: dict, spec, dtype: str, device: str):
     """G as a tensor [n_head, qlen, klen] in the dtype under test, 0 on the masked entries."""
     import torch
-
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
 
     qlen, n_head, _ = inputs["q"].shape
     shape = (n_head, qlen, inputs["k"].shape[0])
@@ -113,8 +114,6 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
 
 def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict:
     """{role: budget array shaped like the input} (module docstring)."""
-    from conformance.transformer_xl.score import position_terms
-
     q, k, u_b, v_b, w = (inputs[r] for r in ROLES)
     qlen, n_head, d_head = q.shape
     u = tolerance.table_roundoff(dtype, profile)
@@ -162,16 +161,14 @@ def grade(inputs: dict, G: np.ndarray, spec, dtype: str, device: str, grads: dic
         if got is None:
             continue
         graded.output_f64 = got
-        bad = nonfinite_problem(got, ref[role], what)
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(got, ref[role])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             r = tolerance.ratio(err, budgets(inputs, G, spec, dtype, profile)[role])
             graded.ratio[profile] = finite_max(r)
             graded.worst_index[profile] = GradIndex(argmax_index(r), role)
             graded.mismatch[profile] = (*over_budget(r), "elements")
+
+        grade_profiles(graded, got, ref[role], what, fill)
         if grad is None and not graded.ratio["standard"] <= 1.0:
             graded.problems.append(Diagnosis("backward-missing", f"no gradient reaches {role} (autograd returned "
                                              "None: the scores do not depend on it through autograd)"))
@@ -276,8 +273,6 @@ def gradcheck_case():
     3 memory slots, so every entry is graded (no -inf from the mask for finite differences to meet),
     distances 3..0; 2 heads of 4, d_model 8."""
     import torch
-
-    from conformance.transformer_xl.spec import TransformerXLSpec
 
     gen = torch.Generator().manual_seed(15)
     rand = lambda *shape, scale=1.0: scale * torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731

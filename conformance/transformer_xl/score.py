@@ -14,7 +14,7 @@ dtypes, as torch's matmuls and einsums accumulate), first order, with gamma_n <=
 products and additions of a dot product of n terms (Higham, "Accuracy and Stability of Numerical
 Algorithms", sec. 3.1):
 
-    R_p[c]   the sinusoidal table's own budget e_R (conformance.sinusoidal.budgets: float32 angles
+    R_p[c]   the sinusoidal table's own budget e_R (conformance.core.sinusoid_budgets: float32 angles
              in ``standard``, sin/cos and the rounding to T);
     r_p[o] = sum_c W[o, c] R_p[c]   errs by dr[o] = sum_c |W[o,c]| (e_R[c] + (d_model a + u) |R_p[c]|)
              (the dot product, the rounding of r to T, and R's own error carried through W);
@@ -42,10 +42,10 @@ import numpy as np
 from conformance.core import tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import adapter_inputs, check_tensor, grade_on_mask, mutation_problems
-from conformance.sinusoidal import budgets as table_budgets
-from conformance.sinusoidal.spec import SinusoidalSpec
 from conformance.transformer_xl import backward, diagnosis
+from conformance.transformer_xl.position_term import position_terms
 from conformance.transformer_xl.spec import spec_of
+from conformance.training import gradcheck_identity
 from reference import transformer_xl
 
 INPUTS = ("q", "k", "u", "v", "r_weight")
@@ -63,22 +63,6 @@ def reference_scores(case, spec, inputs) -> np.ndarray:
         return np.asarray(case.arrays["expected"], dtype=np.float64)
     return transformer_xl.score(*(inputs[r] for r in INPUTS), mlen=spec.mlen, d_model=spec.d_model,
                                 clamp_len=spec.clamp_len, mode="golden")
-
-
-def position_terms(qlen: int, w, spec, dtype: str, profile: str) -> dict:
-    """The position term's pieces at the case's distances (module docstring): ``values`` (the
-    distinct distances) and ``index`` [qlen, klen] into them, |R| and its budget e_R [n, d_model],
-    |r| = |R W^T| and its error dr [n, n_head d_head]."""
-    u = tolerance.table_roundoff(dtype, profile)
-    a = tolerance.accumulation_roundoff(dtype, profile)
-    dist = transformer_xl.distances(qlen, spec.mlen, spec.clamp_len)
-    values, index = np.unique(dist, return_inverse=True)
-    R = np.abs(transformer_xl.sinusoid(values, spec.d_model, backend="numpy"))  # [n, d_model]
-    table = SinusoidalSpec(spec.d_model, "concatenated", "2i/d", transformer_xl.BASE, 1)
-    e_R = table_budgets.table_budget(values, table, dtype, profile)
-    aw = np.abs(w)
-    return {"values": values, "index": index.reshape(dist.shape), "R": R, "e_R": e_R, "r": np.abs(R @ w.T),
-            "dr": (e_R + (spec.d_model * a + u) * R) @ aw.T}
 
 
 def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False) -> np.ndarray:
@@ -191,8 +175,6 @@ class TransformerXLScore(Protocol):
         return backward.diagnose(prepared.inputs_f64, backward.cotangent_f64(cotangents[0]), spec, dtype, graded)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.training import gradcheck_identity
-
         *args, spec = backward.gradcheck_case()
         return [gradcheck_identity(invoker, (*(a.to(device) for a in args), spec), tuple(range(len(INPUTS))), device,
                                    "transformer_xl.score.gradcheck", "q [1, 2, 4], k [4, 2, 4] (mlen 3), u, v [2, 4], "

@@ -18,43 +18,17 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded, Prepared, Protocol
-from conformance.core.tensors import (type_name, abs_error, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
-                                      nonfinite_problem, over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope import budgets
+from conformance.core.tensors import (type_name, adapter_inputs, argmax_index, check_tensor, finite_max, mutation_problems,
+                                      over_budget, per_position_curve, ratio_max, token_max)
 from conformance.xpos.spec import spec_of
-from reference import rope, xpos
-
-
-def reference(q, k, positions, spec, centre=0.0):
-    return xpos.apply(q, k, positions, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout,
-                      scale_base=spec.scale_base, gamma=spec.gamma, centre=centre, backend="numpy")
-
-
-def pair_norms(x, spec):
-    first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
-    return np.hypot(x[..., first], x[..., second])
-
-
-def fit_centre(q, k, qo, ko, positions, spec):
-    """The common centring c that best explains the outputs' scales, or None."""
-    q0, k0 = reference(q, k, positions, spec)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lq = np.log(pair_norms(qo, spec) / pair_norms(q0, spec))
-        lk = np.log(pair_norms(ko, spec) / pair_norms(k0, spec))
-    half = 0.5 * (lq - lk)  # [b, s, h, r/2]: -(c / B) ln zeta_i
-    lnz = np.log(xpos.zeta(spec.rotary_dim, spec.gamma))
-    estimates = []
-    for i in np.flatnonzero(np.abs(lnz) >= 0.05):
-        v = half[..., i]
-        v = v[np.isfinite(v)]
-        if v.size:
-            estimates.append(-spec.scale_base * float(np.median(v)) / lnz[i])
-    if not estimates:
-        return None
-    c = float(np.median(estimates))
-    snapped = round(2 * c) / 2
-    return snapped if abs(snapped - c) <= 1e-3 * max(1.0, abs(c)) else c
+from conformance.results import Diagnosis
+from conformance.training import gradcheck_identity
+from conformance.xpos import backward, diagnosis, rotation
+from conformance.xpos.backward import gradcheck_case
+from conformance.xpos.rotation import fit_centre, reference
+from reference import rope
 
 
 class XposApply(Protocol):
@@ -74,7 +48,6 @@ class XposApply(Protocol):
         q, k, pos = (prepared.inputs_f64[r] for r in ("q", "k", "positions"))
         if not isinstance(value, (tuple, list)) or len(value) != 2:
             outs, problems, got = [None, None], [], None
-            from conformance.results import Diagnosis
 
             problems.append(Diagnosis("shape-changed", f"expected a pair (q_out, k_out), got {type_name(value)}"))
         else:
@@ -93,13 +66,9 @@ class XposApply(Protocol):
         prepared.xpos_centre = centre  # the backward is graded at the forward's centring (backward.py)
         qr, kr = reference(q, k, pos, spec, centre)
         ref = np.stack([qr, kr])
-        bad = nonfinite_problem(graded.output_f64, ref, "the (q_out, k_out) pair")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(graded.output_f64, ref)
-        graded.max_abs_error = finite_max(err)
         note = [f"centring c = {centre:g} found (common to q and k; it cancels in q . k)"] if centre else []
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             budget = np.stack([self.budget(x, pos, spec, centre, sign, prepared.dtype, profile)
                                for x, sign in ((q, 1), (k, -1))])
             r = tolerance.ratio(err, budget)
@@ -112,27 +81,11 @@ class XposApply(Protocol):
                                                        ratio_max(both))
             if note:
                 graded.notes[profile] = list(note)
+
+        grade_profiles(graded, graded.output_f64, ref, "the (q_out, k_out) pair", fill)
         return graded
 
-    @staticmethod
-    def budget(x, positions, spec, centre, sign, dtype, profile) -> np.ndarray:
-        r = spec.rotary_dim
-        first, second = rope.pair_indices(r, spec.layout)
-        mag = np.abs(x[..., first]) + np.abs(x[..., second])
-        theta = rope.inv_freq(r, spec.base)
-        phi = np.abs(np.asarray(positions, dtype=np.float64))[:, :, None, None] * theta
-        lnz = np.log(xpos.zeta(r, spec.gamma))
-        e = sign * (np.asarray(positions, dtype=np.float64) - centre)[:, :, None, None] / spec.scale_base
-        scale = np.exp(e * lnz)
-        u = tolerance.table_roundoff(dtype, profile)
-        pair = (scale * budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
-                + u * scale * (3.0 * np.abs(e * lnz) + 4.0) * mag
-                + tolerance.SMALLEST_SUBNORMAL[dtype] * (1.0 + mag))
-        out = np.empty(x.shape)
-        out[..., first] = pair
-        out[..., second] = pair
-        out[..., r:] = tolerance.passthrough_budget(x[..., r:], dtype, profile)
-        return out
+    budget = staticmethod(rotation.budget)  # the backward grades a gradient with the cotangent as x
 
     def locate(self, case, spec, prepared, index) -> str:
         which, b, s, h, d = index
@@ -143,8 +96,6 @@ class XposApply(Protocol):
         return where + (f" (pair {pair})" if pair is not None else " (past rotary_dim)")
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        from conformance.xpos import diagnosis
-
         return diagnosis.diagnose(spec, prepared, graded, dtype)
 
     # -- training (--grad): conformance/xpos/backward.py ------------------------------------------
@@ -155,24 +106,15 @@ class XposApply(Protocol):
         return {"q": 0, "k": 1}
 
     def cotangents(self, case, spec, prepared) -> tuple:
-        from conformance.xpos import backward
-
         return backward.cotangents(case.id, prepared)
 
     def grade_backward(self, case, spec, prepared, cotangents, grads) -> dict:
-        from conformance.xpos import backward
-
         return backward.grade(self, spec, prepared, cotangents, grads)
 
     def diagnose_backward(self, case, spec, prepared, cotangents, grads, graded, dtype) -> list:
-        from conformance.xpos import backward
-
         return backward.diagnose(self, spec, prepared, cotangents, graded, dtype)
 
     def grad_blackbox(self, invoker, device, probe) -> list:
-        from conformance.training import gradcheck_identity
-        from conformance.xpos.backward import gradcheck_case
-
         q, k, positions, spec = gradcheck_case("interleaved")
         return [gradcheck_identity(invoker, (q.to(device), k.to(device), positions.to(device), spec), (0, 1), device,
                                    f"{self.name}.gradcheck", "q and k [1, 4, 1, 8] float64 at positions 0, 1, 7, 300 "

@@ -31,11 +31,14 @@ import dataclasses
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import rotation_budgets as budgets, tolerance
+from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
-from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, nonfinite_problem,
-                                      over_budget, per_position_curve, ratio_max, token_max)
-from conformance.rope.backward import explain_gradient, missing_gradient
+from conformance.core.tensors import (abs_error, argmax_index, check_tensor, finite_max, over_budget, per_position_curve, ratio_max, token_max, torch_dtype)
+from conformance.core.rotation_backward import explain_gradient, missing_gradient
+from conformance.training import cotangent
+from conformance.xpos.rotation import fit_centre
+from conformance.xpos.spec import XposSpec
 from reference.xpos import backward as reference_backward
 
 ROLES = ("q", "k")
@@ -53,9 +56,6 @@ def cotangents(case_id, prepared) -> tuple:
     """(g_q, g_k) like q and k in the dtype under test (g_k: the case's second stream)."""
     import torch
 
-    from conformance.core.tensors import torch_dtype
-    from conformance.training import cotangent
-
     shape = prepared.inputs_f64["q"].shape
     return tuple(torch.from_numpy(cotangent(case_id, shape, prepared.dtype, i)).to(torch_dtype(prepared.dtype))
                  .to(prepared.device) for i in range(2))
@@ -69,8 +69,6 @@ def _f64(t) -> np.ndarray:
 
 def centre_of(spec, prepared, gs, outs) -> float:
     """The forward's centring (recorded by XposApply.grade), else fitted from the gradients."""
-    from conformance.xpos.apply import fit_centre
-
     c = getattr(prepared, "xpos_centre", None)
     if c is not None:
         return float(c)
@@ -105,12 +103,8 @@ def grade(proto, spec, prepared, cots, grads) -> dict:
         graded, val = out[role], vals[n]
         if val is None:
             continue
-        bad = nonfinite_problem(val, refs[n], f"the gradient of {role}")
-        if bad is not None:
-            graded.problems.append(bad)
-        err = abs_error(val, refs[n])
-        graded.max_abs_error = finite_max(err)
-        for profile in tolerance.PROFILES:
+
+        def fill(profile, err):
             b = budget(proto, gs[n], pos, spec, centre, SIGNS[role], prepared.dtype, profile)
             r = tolerance.ratio(err, b)
             graded.ratio[profile] = finite_max(r)
@@ -120,6 +114,8 @@ def grade(proto, spec, prepared, cots, grads) -> dict:
             graded.curve[profile] = per_position_curve(pos, token_max(err), token_max(b), ratio_max(r))
             if centre:
                 graded.notes[profile] = [f"gradients graded at the forward's centring c = {centre:g}"]
+
+        grade_profiles(graded, val, refs[n], f"the gradient of {role}", fill)
     return out
 
 
@@ -157,7 +153,6 @@ def _scaled_budget(proto, g, positions, spec, centre, sign, dtype):
 
 def _unscaled_budget(g, positions, spec, dtype):
     """RoPE's per-element rotation budget of g at positions (the scale left out)."""
-    from conformance.rope import budgets
     from reference import rope
 
     r = spec.rotary_dim
@@ -200,8 +195,6 @@ def gradcheck_case(layout: str):
     """(q, k [1, 4, 1, 8] float64, positions 0, 1, 7, 300, spec): rotary_dim 6 (a tail), scale base 64
     so the scales differ visibly from 1 (zeta_0^(300/64) is about 0.01)."""
     import torch
-
-    from conformance.xpos.spec import XposSpec
 
     spec = XposSpec(head_dim=8, rotary_dim=6, base=10000.0, layout=layout, scale_base=64.0, gamma=0.4)
     gen = torch.Generator().manual_seed(15)

@@ -11,7 +11,7 @@ import numpy as np
 
 from conformance.core.tensors import torch_dtype
 from conformance.results import Diagnosis
-from conformance.xpos.apply import fit_centre, pair_norms, reference
+from conformance.xpos.rotation import fit_centre, pair_norms, reference
 from reference import xpos
 
 TOL = 1e-2

@@ -7,7 +7,7 @@ adapter's Unsupported for that case or the user's --layout does.
 import pytest
 
 from conformance import run_conformance
-from conformance.rope.probe import LayoutProbe
+from conformance.core.layout_probe import LayoutProbe
 from support import (  # noqa: F401
     by_id,
     detected_layout,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conformance.core import tolerance as T
-from conformance.rope import budgets as B
+from conformance.core import rotation_budgets as B
 
 
 def test_unit_roundoffs_match_torch():

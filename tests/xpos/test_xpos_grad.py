@@ -33,7 +33,7 @@ def test_the_vjp_transposes_the_rotation_but_not_the_scale():
     gq, gk = rng.standard_normal((2, 1, 3, 1, 8))
     pos = np.array([[0, 5, 200]])
     dq, dk = backward.vjp(gq, gk, pos, spec, centre=3.0)
-    from conformance.xpos.apply import pair_norms, reference
+    from conformance.xpos.rotation import pair_norms, reference
 
     fq, fk = reference(gq, gk, pos, spec, 3.0)  # the forward on the cotangents: same pair norms
     assert np.allclose(pair_norms(dq, spec), pair_norms(fq, spec)) and np.allclose(pair_norms(dk, spec),

@@ -1,4 +1,5 @@
-"""The float64 RoPE reference as the RoPE protocols use it: tables for a case, cached per case.
+"""The float64 RoPE reference as the rotary protocols use it (rope's and gaussian_rope's, through
+conformance.core.rotation_apply): tables for a case, cached per case.
 
 Grading compares an output with the reference applied to the *dtype-rounded* input (the input
 the adapter actually received), so the budget covers only the implementation's own rounding

@@ -1,4 +1,5 @@
-"""RoPE's probe: which pair layout an implementation applies, to report and explain.
+"""The pair-layout probe of the rotary protocols (rope.apply, rope.apply_qk, gaussian_rope.apply):
+which pair layout an implementation applies, to report and explain.
 
 RoPE pairs elements either as (j, j + r/2) ("half": GPT-NeoX, HF Llama rotate_half) or as
 (2i, 2i+1) ("interleaved": GPT-J rotate_every_two, Meta complex). An implementation may follow

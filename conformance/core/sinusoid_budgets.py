@@ -1,4 +1,5 @@
-"""Error budgets of sinusoidal tables (derived in docs/tolerance.md, section 10).
+"""Error budgets of sinusoid tables (derived in docs/tolerance.md, section 10), shared by the families
+that grade one (sinusoidal.table, transformer_xl.score's position term).
 
 Each value is sin(phi) or cos(phi) with phi = p w_i, w_i = base**(-e_i). An implementation
 computes w_i (a power or an exp of a product), the product p w_i (u, and u for the position
@@ -24,11 +25,26 @@ import math
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table_roundoff
 
 C_ROUND = 2.0  # sin / cos (1 ulp) and the rounding to T
 ANGLE_ROUNDINGS = 5.0  # power (2), the product (1), the position converted (1), one more (log / exp)
 EXPONENT_ROUNDINGS = 3.0  # ln(base) rounded, times i, divided by h: each rounding is u |x| in w_i
+
+
+@dataclass(frozen=True)
+class Sinusoid:
+    """The table parameters the budgets read (a sinusoidal.table spec has the same fields):
+    d_model, layout ("interleaved" or "concatenated"), exponent ("2i/d" or "2i/(d-2)"), base,
+    dims (1, or 2 for a 2-D table)."""
+
+    d_model: int
+    layout: str
+    exponent: str
+    base: float
+    dims: int = 1
 
 
 def columns(spec):
