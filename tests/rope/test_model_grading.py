@@ -182,3 +182,18 @@ def test_resolve_labels_a_config_file_by_its_name(tmp_path):
     path = tmp_path / "My Model.json"
     path.write_text("{}")
     assert resolve(config_path=str(path)).name == "My-Model"
+
+
+def test_pytest_items_at_a_model():
+    import conformance
+    from conformance.loader import load_target
+
+    params = conformance.cases("rope.apply", model="gpt-j-6b", dtypes="float32")
+    ids = [p.id for p in params]
+    assert "rope.apply/gpt-j-6b/decode-2047:float32" in ids and len(ids) == 7
+    good, bad = load_target(GPTJ), load_target(f"{BUGGY / 'layout_swapped'}.py:apply")
+    for param in params:
+        (case,) = param.values
+        assert case.check(good).verdict in ("pass", "acceptable")
+        with pytest.raises(AssertionError, match="pairs follow the half layout, not the declared interleaved"):
+            case.check(bad)
