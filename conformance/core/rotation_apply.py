@@ -43,7 +43,7 @@ def rotation_ratios(graded, profile: str, spec, dtype: str, x, pos, err, amp=Non
     mag = np.abs(a) + np.abs(b)
     tabs = reference.tables(pos, spec)
     phi = tabs.phi[:, :, None, :]
-    budget = budgets.rotation_budget(mag, phi, r, spec.base, dtype, profile)
+    budget = budgets.scaled_rotation_budget(mag, phi, r, spec.base, dtype, profile, tabs.attention_factor)
     tail_budget = tolerance.passthrough_budget(x[..., r:], dtype, profile)
     if amp is not None:
         budget, tail_budget = budgets.amplitude_budgets(amp, amp_error, budget, mag,

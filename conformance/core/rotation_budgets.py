@@ -68,6 +68,21 @@ def rotation_budget(magnitude, phi, rotary_dim: int, base: float, dtype: str, pr
     )
 
 
+def scaled_rotation_budget(magnitude, phi, rotary_dim: int, base: float, dtype: str, profile: str,
+                           attention_factor: float):
+    """rotation_budget for a scaling whose attention factor f multiplies cos and sin (YaRN,
+    LongRoPE: HF's ``cos = emb.cos() * attention_scaling``): the rotated pair has magnitude up to
+    f (|a| + |b|), so every rounding of the rotation scales with max(f, 1), and the product f cos
+    (f sin) adds one rounding of the table (docs/tolerance.md, section 4). f = 1: rotation_budget.
+    Calibrated on transformers' Phi-3.5 LongRoPE (f = 1.19) in float32, which exceeded the
+    unscaled budget by up to 1.24x at small positions."""
+    budget = rotation_budget(magnitude, phi, rotary_dim, base, dtype, profile)
+    f = abs(float(attention_factor))
+    if f == 1.0:
+        return budget
+    return max(f, 1.0) * budget + table_roundoff(dtype, profile) * f * np.asarray(magnitude, dtype=np.float64)
+
+
 def frequency_budget(inv_freq, rotary_dim: int, base: float, dtype: str, profile: str):
     """Absolute budget of each inv_freq_i: theta_i * (u_out + u * (ln(base) e_i + FREQ_ROUNDINGS))."""
     theta = np.abs(np.asarray(inv_freq, dtype=np.float64))
