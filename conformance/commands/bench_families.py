@@ -1,13 +1,15 @@
 """The families table of ``posref bench``: every family's cpu reference against a memory copy of
 its output bytes, and the attention layer against torch eager float64 SDPA (issue 13).
 
-One row per family, every cell measured in the same run with the rows interleaved (each
+One row per family, declared by the family in ``reference/<family>/bench.py`` (``WORKLOAD``,
+``GOLDEN_WORKLOAD``, ``cells(rng)``) and found through the family registry, so adding a family
+edits nothing here; every cell measured in the same run with the rows interleaved (each
 repetition runs every cell once; a discarded warm-up round first) and the best kept, as in the
 RoPE table. Cells:
 
 - **copy**: numpy ``copy()`` of an array with the bytes of the fast output (float64, int64 for
   T5's buckets; for xPos q and k together), the floor of any out-of-place computation;
-- **fast**: the family's cpu reference, fast mode, at a prefill-like workload (``FAMILY_SHAPES``);
+- **fast**: the family's cpu reference, fast mode, at a prefill-like workload (its ``WORKLOAD``);
 - **golden**: golden mode. Where golden mode evaluates each value in mpmath (every family but
   sinusoidal, whose golden table runs the RoPE quick-phase kernels) it is timed on a small
   workload, next to fast mode on that same small workload, and the ratio is golden / fast there.
@@ -28,160 +30,52 @@ Targets (issue 13): elementwise families fast <= 1.3x copy, golden <= 3x fast; a
 
 from __future__ import annotations
 
-import math
 import time
+
+from reference import families
 
 TARGETS = {"fast_vs_copy": 1.3, "golden_vs_fast": 3.0, "attention_vs_torch": 2.0}
 SLOW_CELL_S = 1.0  # warm-up and first timed run both slower than this: not repeated
-
-PREFILL = (1, 4096, 32, 128)  # the RoPE prefill shape
-FAMILY_SHAPES = {
-    "sinusoidal": "table 4096 positions x d_model 4096",
-    "gaussian_rope": "apply [1, 4096, 32, 128]",
-    "xpos": "apply q, k [1, 1024, 32, 128]",
-    "rope2d": "apply [1, 4096, 32, 128], 64 x 64 grid",
-    "mrope": "apply [1, 4096, 32, 128], qwen2 [16, 24, 24]",
-    "alibi": "bias [4, 4096, 4096]",
-    "kerple": "bias log [4, 4096, 4096]",
-    "fire": "bias [4, 4096, 4096], hidden 32",
-    "t5": "bucket [256, 256]",
-}
-GOLDEN_SHAPES = {  # where golden mode is timed on a smaller workload (mpmath per value)
-    "gaussian_rope": "apply [1, 4, 4, 128]",
-    "xpos": "apply q, k [1, 2, 4, 128]",
-    "rope2d": "apply [1, 4, 4, 128]",
-    "mrope": "apply [1, 4, 4, 128]",
-    "alibi": "bias [4, 64, 64]",
-    "kerple": "bias log [4, 32, 32]",
-    "fire": "bias [4, 16, 16], hidden 32",
-}
-ATTENTION = {"batch": 1, "seq": 512, "d_model": 512, "heads": 8}
-ATTENTION_GOLDEN = {"batch": 1, "seq": 8, "d_model": 32, "heads": 4}
+# RoPE has its own table (conformance/commands/bench.py); attention is timed against torch here.
+OWN_TABLE = ("rope",)
 
 
-def _fire_weights(rng, heads, hidden=32):
-    return {"c": 0.1, "L_multiplier": 1.0, "W1": rng.uniform(-0.5, 0.5, (hidden, 1)),
-            "b1": rng.uniform(-0.5, 0.5, hidden), "W2": rng.uniform(-0.125, 0.125, (heads, hidden)),
-            "b2": rng.uniform(-0.125, 0.125, heads)}
+def row_modules() -> dict:
+    """{family: its reference/<family>/bench.py}, every family but those with a table of their own
+    (tests/test_family_contract.py checks that each declares one)."""
+    out = {}
+    for name in families.names():
+        module = families.part(name, "bench")
+        if module is not None and name not in OWN_TABLE:
+            out[name] = module
+    return out
 
 
-def _grid(seq):
-    import numpy as np
+def workloads() -> dict:
+    """{family: fast workload label}; attention's as its layer's label."""
+    from reference.attention import bench as attention
 
-    side = int(math.isqrt(seq))
-    t = np.arange(seq, dtype=np.int64)
-    return np.stack([t % side, t // side], axis=-1)[None]  # (column, row) of a side x side grid
+    out = {name: m.WORKLOAD for name, m in row_modules().items() if name != "attention"}
+    out["attention"] = attention.label(attention.WORKLOAD)
+    return out
 
 
-def _mrope_positions(seq):
-    """[3, 1, seq]: a 64 x 64 image's (t, h, w) (qwen2-style), text-like where seq is not a square."""
-    import numpy as np
+def golden_workloads() -> dict:
+    """{family: golden workload label} where golden mode is timed on a smaller workload."""
+    from reference.attention import bench as attention
 
-    g = _grid(seq)[0]
-    return np.stack([np.zeros(seq, dtype=np.int64), g[:, 1], g[:, 0]])[:, None, :]
+    out = {name: m.GOLDEN_WORKLOAD for name, m in row_modules().items()
+           if name != "attention" and m.GOLDEN_WORKLOAD}
+    out["attention"] = attention.label(attention.GOLDEN_WORKLOAD)
+    return out
 
 
 def family_rows():
-    """[(family, {"copy", "fast", "golden", "fast_small"?: callable})], inputs built once."""
+    """[(family, {"copy", "fast", "golden"?, "fast_small"?: callable})], inputs built once."""
     import numpy as np
-
-    from reference import alibi, fire, gaussian_rope, kerple, mrope, rope2d, sinusoidal, t5, xpos
 
     rng = np.random.default_rng(13)
-    x = rng.standard_normal(PREFILL)
-    pos = np.arange(PREFILL[1], dtype=np.int64)[None, :]
-    rows = []
-
-    # sinusoidal: golden runs RoPE's vectorised quick phase, so the full table is timed
-    sp = np.arange(4096, dtype=np.int64)
-    src = np.ones((4096, 4096))
-    rows.append(("sinusoidal", {
-        "copy": lambda: src.copy(),
-        "fast": lambda: sinusoidal.table(sp, 4096),
-        "golden": lambda: sinusoidal.table(sp, 4096, mode="golden"),
-    }))
-
-    small = rng.standard_normal((1, 4, 4, 128))
-    spos = np.arange(4, dtype=np.int64)[None, :]
-    kern = gaussian_rope.DOCUMENT_KERNEL
-    rows.append(("gaussian_rope", {
-        "copy": lambda: x.copy(),
-        "fast": lambda: gaussian_rope.apply(x, pos, kernel=kern),
-        "fast_small": lambda: gaussian_rope.apply(small, spos, kernel=kern),
-        "golden": lambda: gaussian_rope.apply(small, spos, kernel=kern, mode="golden"),
-    }))
-
-    q, k = x[:, :1024], x[:, 1024:2048]
-    qk = x[:, :2048]
-    xpos_pos = pos[:, :1024]
-    sq, sk = small[:, :2], small[:, 2:]
-    rows.append(("xpos", {
-        "copy": lambda: qk.copy(),
-        "fast": lambda: xpos.apply(q, k, xpos_pos),
-        "fast_small": lambda: xpos.apply(sq, sk, spos[:, :2]),
-        "golden": lambda: xpos.apply(sq, sk, spos[:, :2], mode="golden"),
-    }))
-
-    coords, scoords = _grid(PREFILL[1]), _grid(4)
-    rows.append(("rope2d", {
-        "copy": lambda: x.copy(),
-        "fast": lambda: rope2d.apply(x, coords),
-        "fast_small": lambda: rope2d.apply(small, scoords),
-        "golden": lambda: rope2d.apply(small, scoords, mode="golden"),
-    }))
-
-    mp, smp = _mrope_positions(PREFILL[1]), _mrope_positions(4)
-    sec = [16, 24, 24]
-    rows.append(("mrope", {
-        "copy": lambda: x.copy(),
-        "fast": lambda: mrope.apply(x, mp, mrope_section=sec),
-        "fast_small": lambda: mrope.apply(small, smp, mrope_section=sec),
-        "golden": lambda: mrope.apply(small, smp, mrope_section=sec, mode="golden"),
-    }))
-
-    heads = 4
-    bp = np.arange(4096, dtype=np.int64)
-    bias_src = np.ones((heads, 4096, 4096))
-    a64, a32, a16 = (np.arange(n, dtype=np.int64) for n in (64, 32, 16))
-    rows.append(("alibi", {
-        "copy": lambda: bias_src.copy(),
-        "fast": lambda: alibi.bias(heads, bp, bp),
-        "fast_small": lambda: alibi.bias(heads, a64, a64),
-        "golden": lambda: alibi.bias(heads, a64, a64, mode="golden"),
-    }))
-    r1 = [0.5, 1.0, 2.0, 4.0]
-    r2 = [0.25, 0.5, 1.0, 1.5]
-    rows.append(("kerple", {
-        "copy": lambda: bias_src.copy(),
-        "fast": lambda: kerple.bias(bp, bp, "log", r1, r2),
-        "fast_small": lambda: kerple.bias(a32, a32, "log", r1, r2),
-        "golden": lambda: kerple.bias(a32, a32, "log", r1, r2, mode="golden"),
-    }))
-    w = _fire_weights(rng, heads)
-    rows.append(("fire", {
-        "copy": lambda: bias_src.copy(),
-        "fast": lambda: fire.bias(bp, bp, w),
-        "fast_small": lambda: fire.bias(a16, a16, w),
-        "golden": lambda: fire.bias(a16, a16, w, mode="golden"),
-    }))
-
-    rel = np.arange(256, dtype=np.int64)[None, :] - np.arange(256, dtype=np.int64)[:, None]
-    t5_src = np.ones((256, 256), dtype=np.int64)
-    rows.append(("t5", {  # one mode: the buckets are exact integers
-        "copy": lambda: t5_src.copy(),
-        "fast": lambda: t5.bucket(rel),
-    }))
-    return rows
-
-
-def _attention_inputs(batch, seq, d_model, heads, seed=13):
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((batch, seq, d_model))
-    W = {n: rng.standard_normal((d_model, d_model)) / math.sqrt(d_model) for n in ("wq", "wk", "wv", "wo")}
-    pos = np.broadcast_to(np.arange(seq, dtype=np.int64), (batch, seq)).copy()
-    return X, W, pos
+    return [(name, m.cells(rng)) for name, m in row_modules().items() if name != "attention"]
 
 
 def torch_attention(X, W, pos, heads, base=10000.0):
@@ -215,21 +109,13 @@ def torch_attention(X, W, pos, heads, base=10000.0):
 
 
 def attention_cells():
-    """{"torch": callable, "fast": callable, "fast_small", "golden": callable}."""
-    from reference import attention
+    """{"torch", "fast", "fast_small", "golden": callable}: the reference's cells
+    (reference/attention/bench.py) and torch eager float64 SDPA on the same layer."""
+    from reference.attention import bench as attention
 
-    out = {}
-    for key, shape in (("", ATTENTION), ("_small", ATTENTION_GOLDEN)):
-        X, W, pos = _attention_inputs(**shape)
-        heads = shape["heads"]
-        cfg = attention.Config(num_heads=heads, num_kv_heads=heads, head_dim=shape["d_model"] // heads)
-        if key == "":
-            out["torch"] = torch_attention(X, W, pos, heads)
-            out["fast"] = lambda X=X, W=W, pos=pos, cfg=cfg: attention.forward(X, W, pos, cfg)
-        else:
-            out["fast_small"] = lambda X=X, W=W, pos=pos, cfg=cfg: attention.forward(X, W, pos, cfg)
-            out["golden"] = lambda X=X, W=W, pos=pos, cfg=cfg: attention.forward(X, W, pos, cfg, mode="golden")
-    return out
+    shape = attention.WORKLOAD
+    X, W, pos = attention.inputs(**shape)
+    return {"torch": torch_attention(X, W, pos, shape["heads"]), **attention.cells(None)}
 
 
 def measure(repeat=5) -> dict:
@@ -257,17 +143,12 @@ def measure(repeat=5) -> dict:
     seconds = {name: {cell: min(ts) for cell, ts in cells.items()} for name, cells in times.items()}
     counts = {name: {cell: len(ts) for cell, ts in cells.items()} for name, cells in times.items()}
     return {
-        "workloads": dict(FAMILY_SHAPES, attention=_attention_label(ATTENTION)),
-        "golden_workloads": dict(GOLDEN_SHAPES, attention=_attention_label(ATTENTION_GOLDEN)),
+        "workloads": workloads(),
+        "golden_workloads": golden_workloads(),
         "seconds": seconds,
         "repetitions": counts,
         "repeat": repeat,
     }
-
-
-def _attention_label(a):
-    return (f"forward [{a['batch']}, {a['seq']}, {a['d_model']}], {a['heads']} heads of "
-            f"{a['d_model'] // a['heads']}, RoPE, causal")
 
 
 def check_targets(fam) -> list:

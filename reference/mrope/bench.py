@@ -1,0 +1,37 @@
+"""M-RoPE's row of `posref bench`'s families table (conformance/commands/bench_families.py): the
+cpu reference, fast mode, against a numpy copy of its output's bytes; golden mode (mpmath per value) on a small workload.
+
+``cells(rng)`` builds the inputs once and returns the callables the table times (keys ``copy``,
+``fast``, and where golden mode differs, ``golden`` with ``fast_small`` on its smaller workload).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import math
+
+from reference import mrope
+
+WORKLOAD = "apply [1, 4096, 32, 128], qwen2 [16, 24, 24]"
+GOLDEN_WORKLOAD = "apply [1, 4, 4, 128]"
+SECTION = [16, 24, 24]
+
+
+def positions(seq: int) -> np.ndarray:
+    """[3, 1, seq]: the (t, h, w) of an image of side isqrt(seq) in Qwen2-VL's layout (t = 0)."""
+    side = int(math.isqrt(seq))
+    t = np.arange(seq, dtype=np.int64)
+    return np.stack([np.zeros(seq, dtype=np.int64), t // side, t % side])[:, None, :]
+
+
+def cells(rng) -> dict:
+    x = rng.standard_normal((1, 4096, 32, 128))
+    small = rng.standard_normal((1, 4, 4, 128))
+    mp, smp = positions(4096), positions(4)
+    return {
+        "copy": lambda: x.copy(),
+        "fast": lambda: mrope.apply(x, mp, mrope_section=SECTION),
+        "fast_small": lambda: mrope.apply(small, smp, mrope_section=SECTION),
+        "golden": lambda: mrope.apply(small, smp, mrope_section=SECTION, mode="golden"),
+    }
