@@ -41,9 +41,10 @@ def test_written_document_has_the_design_fields(tmp_path):
     path = tmp_path / "out" / "report.json"  # the parent folder is created
     json_report.write(sample_report(), path)
     doc = _strict_load(path.read_text())
-    # the design's fields, plus "source" (where the adapter is defined) and "training" (--grad,
-    # --autocast), both optional in the schema
-    assert list(doc) == TOP_LEVEL[:4] + ["source"] + TOP_LEVEL[4:] + ["training"]
+    # the design's fields, plus "source" (where the adapter is defined), "training" (--grad,
+    # --autocast) and "model" (--model, --model-config), optional in the schema
+    assert list(doc) == TOP_LEVEL[:4] + ["source"] + TOP_LEVEL[4:] + ["training", "model"]
+    assert doc["model"] is None
     assert doc["suite_version"] == "0.1.0" and doc["vectors_digest"] == DIGEST
     for key in ("python", "torch", "numpy", "numba", "device", "dtypes"):
         assert key in doc["environment"]
