@@ -18,6 +18,7 @@ import pytest
 from conformance import run_conformance
 from conformance.cli import main
 from conformance.model import resolve
+from conformance.reports import json_report
 from reference import zoo
 from reference.golden import catalog, store
 from reference.zoo.cases import cases as model_cases
@@ -141,6 +142,7 @@ def test_model_config_reads_both_forms_and_the_report_names_the_file(tmp_path):
                                  dtypes=("float32",), identities=False)
         assert report.summary()["overall"] == "pass"
         assert report.model["config"] == str(tmp_path / f"{form}.json") and len(report.model["sha256"]) == 64
+        json_report.validate(json.loads(json.dumps(report.to_json(), default=str)))
         reports.append(report)
     assert [c.id.split("/", 2)[2] for c in reports[0].cases] == [c.id.split("/", 2)[2] for c in reports[1].cases]
 
@@ -151,6 +153,7 @@ def test_the_report_names_the_model_and_the_repro_repeats_the_case(tmp_path):
     report = _grade(target, "llama-3.1-8b")
     assert report.model == {"name": "llama-3.1-8b", "source": zoo.load("llama-3.1-8b")["source"]["url"]}
     assert report.to_json()["model"]["name"] == "llama-3.1-8b" and report.seed == 5
+    json_report.validate(json.loads(json.dumps(report.to_json(), default=str)))  # the schema's model field
     bad = next(c for c in report.cases if c.verdict == "fail")
     assert "--model llama-3.1-8b" in bad.repro and "--seed 5" in bad.repro and f"--cases {bad.id}" in bad.repro
 
