@@ -16,7 +16,8 @@ What breaks real ports lives at particular positions of the model's own context 
   at sequence lengths L0 - 1, L0, L0 + 1 (and L, the decode at L - 1 above; the reference's
   semantics: the sequence length is the case's ``seq_len``, the tables are those of that length);
 
-each at the model's real number of attention heads.
+each at the model's real number of attention heads (and, for rope.apply_qk, its number of key-value
+heads).
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ from dataclasses import replace
 from reference.golden.catalog import TestGroupSpec
 from reference.numerics import scaling as scalings
 from reference.rope.vectors.catalog import around, decode, left_padded, prefill, row_offsets
-from reference.rope.vectors.records import RopeTest
+from reference.rope.vectors.records import QkTest, RopeTest
 
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 POWERS = (11, 16, 20, 24)  # those around() describes
 
 
-def groups(setting, draw) -> list:
-    """[TestGroupSpec] of rope.apply for ``setting`` (a Setting), positions drawn from ``draw``."""
+def groups(setting, draw, protocol: str = "rope.apply") -> list:
+    """[TestGroupSpec] of ``protocol`` (rope.apply, or rope.apply_qk with the model's kv heads)
+    for ``setting`` (a Setting), positions drawn from ``draw``."""
     rope_type, params = scalings.resolve(setting.params["scaling"])
     L = setting.max_positions
     extrapolates = rope_type not in LENGTH_DEPENDENT
@@ -55,4 +57,6 @@ def groups(setting, draw) -> list:
             tests.append(replace(decode(n - 1, f" Sequence length {n} (original context {original})."),
                                  name=f"decode-{n - 1}-seq{n}", seq_len=n))
     tests = [replace(t, heads=setting.heads, flags=t.flags + ("ModelConfig",)) for t in tests]
+    if protocol == "rope.apply_qk":
+        tests = [QkTest(**{**vars(t), "kv_heads": setting.kv_heads}) for t in tests]
     return [TestGroupSpec(setting.params, tuple(tests), "")]

@@ -14,7 +14,7 @@ transformers takes from ``max_position_embeddings``). A field that would change 
 posref does not implement (an unknown scaling key such as gpt-oss's ``truncate``, a model type
 whose pairing posref does not know) raises ConfigError naming the field: never a silent default.
 
-``PROTOCOL`` is the protocol these settings are graded with (reference.zoo.plan).
+``PROTOCOLS`` are the protocols these settings are graded with (reference.zoo.plan).
 
 Params are those of the catalog's RoPE groups: ``{head_dim, rotary_dim, base, layout, scaling}``
 (``scaling`` a dict with ``rope_type``, checked by reference.numerics.scaling, or None).
@@ -46,7 +46,7 @@ DEFAULT_CONTEXT = {"RefinedWebModel": 2048, "falcon": 2048}
 ORIGINAL_FROM_CONTEXT = ("dynamic", "yarn", "longrope")
 
 
-PROTOCOL = "rope.apply"
+PROTOCOLS = ("rope.apply", "rope.apply_qk")  # one tensor; q and k with the model's kv heads
 
 
 class ConfigError(ValueError):

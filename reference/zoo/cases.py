@@ -28,6 +28,6 @@ def cases(config: dict, model: str, seed: int, backend: str = "cpu") -> dict:
             group = model if setting.kind == "all" else f"{model}-{setting.kind}"
             draw = Draw(seed, f"{protocol}/{group}")
             out.setdefault(protocol, []).extend(computed_cases(
-                protocol, maker.groups(setting, draw), group=group, inputs_group=f"{group}-{int(seed)}",
+                protocol, maker.groups(setting, draw, protocol), group=group, inputs_group=f"{group}-{int(seed)}",
                 flag=FLAG, backend=backend))
     return out

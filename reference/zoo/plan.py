@@ -1,7 +1,7 @@
 """What posref grades for a model: each family's reading of a config, by protocol.
 
 A family that can read a model's configuration has ``reference/<family>/model_config.py`` with
-``PROTOCOL`` (the protocol its settings are graded with), ``ConfigError`` (a ValueError) and
+``PROTOCOLS`` (the protocols its settings are graded with), ``ConfigError`` (a ValueError) and
 ``settings(config) -> list | None`` (None: the config's model does not use this family). ``plan``
 asks every family, so adding one edits nothing here.
 """
@@ -27,8 +27,8 @@ def plan(config: dict) -> dict:
             found = reader.settings(config)
         except reader.ConfigError as exc:
             raise ConfigError(str(exc)) from None
-        if found:
-            out.setdefault(reader.PROTOCOL, []).extend(found)
+        for protocol in reader.PROTOCOLS if found else ():
+            out.setdefault(protocol, []).extend(found)
     if not out:
         model_type = config.get("model_type") if isinstance(config, dict) else None
         raise ConfigError(f"model_type {model_type!r}: no posref family reads this model's positional encoding yet")

@@ -123,7 +123,7 @@ def test_the_zoos_rope_records_read_or_name_what_they_lack():
             with pytest.raises(ConfigError, match=unreadable[name]):
                 plan(record["config"])
             continue
-        assert list(plan(record["config"])) == ["rope.apply"], name
+        assert list(plan(record["config"])) == ["rope.apply", "rope.apply_qk"], name
 
 
 def test_a_model_no_family_reads_is_named():

@@ -48,8 +48,8 @@ def apply(x, positions, spec):
 '''
 
 
-def _grade(target, model, **options):
-    return run_conformance(target, "rope.apply", model=model, seed=5, dtypes=("float32",), identities=False,
+def _grade(target, model, protocol="rope.apply", **options):
+    return run_conformance(target, protocol, model=model, seed=5, dtypes=("float32",), identities=False,
                            **options)
 
 
@@ -93,21 +93,21 @@ def test_a_dropped_scaling_fails_only_where_the_model_scales(tmp_path):
 
 def test_the_cases_reach_what_breaks_real_ports():
     config = zoo.load("phi-3.5-mini")["config"]
-    (cases,) = model_cases(config, "phi-3.5-mini", 11).values()
+    cases = model_cases(config, "phi-3.5-mini", 11)["rope.apply"]
     names = [c.id.rsplit("/", 1)[1] for c in cases]
     assert {"prefill-8", "decode-131071", "row-offsets", "left-padded"} <= set(names)
     # LongRoPE switches tables at the original context: one step below, at and above it.
     assert {"decode-4094-seq4095", "decode-4095-seq4096", "decode-4096-seq4097"} <= set(names)
     assert all(c.arrays["x"].shape[2] == 32 for c in cases)  # the model's 32 attention heads
-    (llama,) = model_cases(zoo.load("llama-3.1-8b")["config"], "llama-3.1-8b", 11).values()
+    llama = model_cases(zoo.load("llama-3.1-8b")["config"], "llama-3.1-8b", 11)["rope.apply"]
     assert "decode-262143" in {c.id.rsplit("/", 1)[1] for c in llama}  # past the context: llama3 extrapolates
 
 
 def test_ids_stay_and_values_change_with_the_seed():
     config = zoo.load("llama-3.1-8b")["config"]
-    (one,) = model_cases(config, "llama-3.1-8b", 1).values()
-    (two,) = model_cases(config, "llama-3.1-8b", 2).values()
-    (again,) = model_cases(config, "llama-3.1-8b", 1).values()
+    one = model_cases(config, "llama-3.1-8b", 1)["rope.apply"]
+    two = model_cases(config, "llama-3.1-8b", 2)["rope.apply"]
+    again = model_cases(config, "llama-3.1-8b", 1)["rope.apply"]
     assert [c.id for c in one] == [c.id for c in two]
     assert not np.array_equal(one[0].arrays["x"], two[0].arrays["x"])
     assert one[1].arrays["positions"].tolist() != two[1].arrays["positions"].tolist()  # "drawn"
@@ -231,3 +231,23 @@ def test_deepseek_v3_through_transformers_plain_apply_pairs_the_other_way():
     report = run_conformance(adapter_for("deepseek-v3"), "rope.apply", model="deepseek-v3", seed=1,
                              dtypes=("float32",))
     assert _codes(report) == {"layout-swapped"}
+
+
+def test_fused_qk_at_the_models_grouped_query_heads():
+    """rope.apply_qk at the model's query and key-value heads: transformers' own
+    apply_rotary_pos_emb passes at Llama 3.1's 32 over 8; a k left unrotated at one KV head fails."""
+    pytest.importorskip("transformers")
+    from examples.rope.lib_transformers_config import adapter_for
+
+    good = run_conformance(adapter_for("llama-3.1-8b", "rope.apply_qk"), "rope.apply_qk", model="llama-3.1-8b",
+                           seed=2, dtypes=("float32",))
+    assert good.summary()["overall"] == "pass"
+    shapes = {tuple(c.id.split("/")[1:2]) for c in good.cases}
+    assert shapes == {("llama-3.1-8b",)} and len(good.cases) == 8
+    (case,) = [c for c in model_cases(zoo.load("llama-3.1-8b")["config"], "llama-3.1-8b", 2)["rope.apply_qk"]
+               if c.id.endswith("/prefill-8")]
+    assert case.arrays["q"].shape[2] == 32 and case.arrays["k"].shape[2] == 8
+    # A kernel that skips k when there is one KV head: right at Llama's 8, wrong at Falcon-7B's
+    # multi-query attention (71 query heads over one KV head).
+    bad = _grade(f"{BUGGY / 'k_unrotated'}.py:apply_qk", "falcon-7b", protocol="rope.apply_qk")
+    assert _codes(bad) == {"k-unrotated"}
