@@ -279,7 +279,8 @@ def key_value_backward(q, dO, p, dS, vis, scale, group, past, num_kv_heads):
     if b * s * num_kv_heads * d == 0:
         return np.zeros((b, s, num_kv_heads, d)), np.zeros((b, s, num_kv_heads, d))
     dK, dV = cuda.device_array((b, s, num_kv_heads, d)), cuda.device_array((b, s, num_kv_heads, d))
-    _key_value_backward_jit[blocks(dK.size), THREADS_PER_BLOCK](to_device(dS), to_device(p), to_device(q), to_device(dO),
+    _key_value_backward_jit[blocks(dK.size), THREADS_PER_BLOCK](to_device(dS), to_device(p), to_device(q),
+                                                                 to_device(dO),
                                                                  to_device(vis), float(scale), int(group), int(past),
                                                                  dK, dV)
     return dK.copy_to_host(), dV.copy_to_host()

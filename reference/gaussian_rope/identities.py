@@ -60,7 +60,8 @@ def score_factors() -> float:
         for n in POSITIONS:
             lhs = _dot(_f(q, m), _f(k, n))
             km, kn = (float(kernel(np.array([p]), DOCUMENT_KERNEL, mode="golden")[0]) for p in (m, n))
-            plain = _dot(rotation.apply(q, np.array([[m]]), backend="numpy"), rotation.apply(k, np.array([[n]]), backend="numpy"))
+            plain = _dot(rotation.apply(q, np.array([[m]]), backend="numpy"),
+                         rotation.apply(k, np.array([[n]]), backend="numpy"))
             scale = km * kn * math.sqrt(_dot(q, q) * _dot(k, k))
             if scale > 0:
                 worst = max(worst, abs(lhs - km * kn * plain) / scale)

@@ -13,7 +13,8 @@ constant (it does not depend on x), so it enters the backward exactly as in the 
 Shapes: g [batch, seq, heads, head_dim] (any real dtype, computed in float64), positions int
 [batch, seq]; the result is float64 shaped like g.
 
-Implementation (reference/numerics/rotation_backward.py). ``apply_vjp`` is ``reference.rope.apply`` at -m (positions negated exactly), so:
+Implementation (reference/numerics/rotation_backward.py). ``apply_vjp`` is ``reference.rope.apply`` at
+-m (positions negated exactly), so:
 
 - mode "fast" reuses the forward kernels of the chosen backend ("cpu" Numba, "cuda", "numpy" twin)
   and has the forward's accuracy: each output within (2 kappa + 2)(1 + 2**-50) ulps of its pair's
@@ -44,7 +45,8 @@ import numpy as np
 from reference.numerics.frequencies import frequencies
 from reference.numerics.layouts import pair_indices
 from reference.numerics.rotation import apply
-from reference.numerics.rotation_backward import (apply_jvp, apply_vjp, check_cotangent,  # noqa: F401  (RoPE's backward API)
+# RoPE's backward API (apply_vjp, apply_jvp, transposed_rotation) is the rotation's, re-exported here
+from reference.numerics.rotation_backward import (apply_jvp, apply_vjp, check_cotangent,  # noqa: F401
                                                   transposed_rotation)
 from reference.numerics.validate import check_layout, check_positions, resolve_rotary_dim
 

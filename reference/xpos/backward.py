@@ -91,6 +91,7 @@ def mutants(g_q, g_k, positions, *, rotary_dim=None, base=10000.0, layout="inter
                              apply_vjp(gq, gk, m, layout=other, **kw))],
         "backward-missing": [("no gradient reaches q or k", (np.zeros_like(gq), np.zeros_like(gk)))],
         "backward-scale": [("the xPos scale is missing from the backward",
-                            (rotation_backward.apply_vjp(gq, m, **rope_kw), rotation_backward.apply_vjp(gk, m, **rope_kw))),
+                            (rotation_backward.apply_vjp(gq, m, **rope_kw),
+                             rotation_backward.apply_vjp(gk, m, **rope_kw))),
                            ("the q and k scales are swapped in the backward", (swapped[1], swapped[0]))],
     }
