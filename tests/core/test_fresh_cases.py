@@ -57,7 +57,8 @@ def test_fresh_inputs_are_in_no_file(protocol):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize("seed", [0, 2**40 + 3])
+# A second seed, far from the first, in the slow selection (rope.apply alone takes 24 s a seed).
+@pytest.mark.parametrize("seed", [0, pytest.param(2**40 + 3, marks=pytest.mark.slow)])
 def test_fresh_expected_values_are_correctly_rounded(protocol, seed):
     """Computed on the spot in golden mode, they meet the same mpmath certification as the
     committed vectors."""

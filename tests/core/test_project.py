@@ -87,6 +87,7 @@ def test_no_target_grades_every_adapter_and_exits_with_the_worst_code(three):
     assert "position-offset" in (folder / "reports/shifted.xml").read_text()
 
 
+@pytest.mark.slow  # several posref runs; the slow selection (-m slow) runs it
 def test_quiet_prints_one_line_per_adapter_and_the_total(three):
     folder, *_ = three
     code, out, err = _posref(folder, "-q", "--adapter", "good", "--adapter", "shifted")
@@ -113,6 +114,7 @@ json = "out/good.json"
     assert {c["dtype"] for c in report["cases"]} == {"bfloat16"}  # the command line's --dtype replaced the table's
 
 
+@pytest.mark.slow  # several posref runs; the slow selection (-m slow) runs it
 def test_a_new_fault_fails_while_a_listed_one_stays_green(tmp_path):
     """The table's expected-failures file applies to its adapter: the baseline the shifted adapter
     wrote keeps it green, and the good adapter's empty baseline does not hide anything."""
@@ -230,6 +232,7 @@ def test_given_options_are_only_those_written():
     assert project.conform_parser().parse_args(["t.py:f"]).verbosity == 0
 
 
+@pytest.mark.slow  # several posref runs; the slow selection (-m slow) runs it
 def test_a_project_folder_with_its_own_reference_package_does_not_shadow_posref(tmp_path):
     """`python -c` puts the current folder first on sys.path: a user's `reference` package there
     must not replace posref's."""
@@ -285,6 +288,7 @@ def test_load_errors_name_the_file(tmp_path):
         project.load(tmp_path / "pyproject.toml")
 
 
+@pytest.mark.slow  # several posref runs; the slow selection (-m slow) runs it
 def test_an_adapter_that_floods_the_output_leaves_the_report_readable(tmp_path):
     """An in-process adapter's prints reach the run's output; only its last MiB is kept, and the
     report at its end with it."""
