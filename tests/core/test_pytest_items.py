@@ -73,6 +73,7 @@ def test_items_select_and_fail_with_the_cause_first(tmp_path):
     assert code == 1 and "1 failed, 8 deselected" in out
 
 
+@pytest.mark.slow  # two pytest sessions in subprocesses; the slow selection runs it
 def test_last_failed_reruns_only_the_failing_cases(tmp_path):
     _pytest(tmp_path)
     code, out = _pytest(tmp_path, "--lf")
