@@ -252,3 +252,13 @@ def test_fused_qk_at_the_models_grouped_query_heads():
     # multi-query attention (71 query heads over one KV head).
     bad = _grade(f"{BUGGY / 'k_unrotated'}.py:apply_qk", "falcon-7b", protocol="rope.apply_qk")
     assert _codes(bad) == {"k-unrotated"}
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "phi-3.5-mini"])  # phi: the budget scaled by its attention factor
+def test_garbage_fails_every_case_at_a_model(model):
+    import torch
+
+    zeros = _grade(lambda x, positions, spec: torch.zeros_like(x), model)
+    assert all(c.verdict == "fail" for c in zeros.cases) and zeros.cases
+    unrotated = _grade(lambda x, positions, spec: x.clone(), model)
+    assert all(c.verdict == "fail" for c in unrotated.cases)
