@@ -258,7 +258,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
     --seed, which draws its inputs again)."""
     from reference.golden.fresh import is_fresh
 
-    fresh = is_fresh(case_id) or opts.model is not None or opts.model_config is not None
+    fresh = is_fresh(case_id)
+    seeded = fresh or opts.model is not None or opts.model_config is not None  # drawn from --seed
     if target:
         parts = ["posref", "conform", target, "--protocol", opts.protocol, "--cases", case_id]
         if opts.model is not None:
@@ -272,7 +273,7 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--layout", opts.layout]
         if opts.device != "cpu":
             parts += ["--device", opts.device]
-        if fresh and opts.seed is not None:
+        if seeded and opts.seed is not None:
             parts += ["--seed", str(opts.seed)]
         if fresh and opts.shapes != "sample":
             parts += ["--shapes", opts.shapes]
@@ -287,7 +288,7 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         f"profile={opts.profile!r}, layout={opts.layout!r}, device={opts.device!r}"
         + (f", model={opts.model!r}" if opts.model is not None else "")
         + (f", model_config={opts.model_config!r}" if opts.model_config is not None else "")
-        + (f", seed={opts.seed}" if fresh and opts.seed is not None else "")
+        + (f", seed={opts.seed}" if seeded and opts.seed is not None else "")
         + (f", shapes={opts.shapes!r}" if fresh and opts.shapes != "sample" else "")
         + (", grad=True" if opts.grad else "")
         + (f", autocast={opts.autocast!r}" if opts.autocast else "")

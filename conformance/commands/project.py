@@ -52,11 +52,12 @@ def run(args) -> int:
     for dest in ("config", "adapters"):
         overrides.pop(dest, None)
     overrides = project.absolute_paths(overrides)
-    if args.config is None and project.find(".") is None:
+    path = args.config if args.config is not None else project.find(".")
+    if path is None:
         raise UsageError(f"no TARGET given, and no posref.toml or pyproject.toml with a [tool.posref] table in "
                          f"{os.getcwd()} or above it: give TARGET --protocol NAME, or list the project's adapters "
                          "in such a table (docs/project.md)")
-    table = project.load(args.config)
+    table = project.load(path)  # the table found once, read once
     adapters = table.select(args.adapters or [])
     for adapter in adapters:
         adapter.args(overrides)  # a bad command-line value: exit 2 before anything is graded
