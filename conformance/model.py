@@ -60,6 +60,22 @@ def resolve(name=None, config_path=None) -> Model:
                                  "sha256": hashlib.sha256(data).hexdigest()})
 
 
+def model_cases(model: Model, protocol: str, seed: int, directory=None) -> tuple:
+    """(committed, drawn): a zoo model's stored, certified cases of ``protocol`` (reference.zoo.vectors:
+    ids no seed changes, ``rope.apply/codellama-7b/decode-16383``; none for a --model-config file,
+    whose name is only its file's), then the cases drawn from ``seed`` (``cases``) but those whose
+    id a committed case has."""
+    from reference.golden import store
+
+    drawn = cases(model, protocol, seed)
+    if "source" not in model.described:
+        return [], drawn
+    groups = {c.id.split("/")[1] for c in drawn}
+    committed = [c for c in store.iter_cases(protocol, directory) if c.id.split("/")[1] in groups]
+    ids = {c.id for c in committed}
+    return committed, [c for c in drawn if c.id not in ids]
+
+
 def cases(model: Model, protocol: str, seed: int) -> list:
     """The GoldenCases of ``protocol`` drawn for the model from ``seed``; UsageError when the
     config cannot be read or does not imply ``protocol``."""

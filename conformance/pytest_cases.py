@@ -98,8 +98,8 @@ def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options)
     dtypes default to the runner's (float32, bfloat16); ``cases`` is a glob on case ids as in
     ``--cases``; other options (layout, profile, device, vectors_dir, timeout, isolate) are passed
     to run_conformance when the cases are graded. ``model="llama-3.1-8b"`` (or ``model_config=``
-    a config.json path) gives the model's cases instead of the committed ones (conformance.model),
-    drawn from a new seed each session.
+    a config.json path) gives the model's cases instead of the catalog's (conformance.model): its
+    committed ones and those drawn from a new seed each session.
     """
     import pytest
 
@@ -109,15 +109,15 @@ def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options)
     proto = registry.get(protocol)
     chosen = tuple([dtypes] if isinstance(dtypes, str) else dtypes or DEFAULT_DTYPES)
     settings = tuple(sorted(dict(options, dtypes=chosen, cases=cases).items()))
-    drawn = None
+    at_model = (None, ())  # (stored cases, None: the catalog's; drawn cases)
     if options.get("model") is not None or options.get("model_config") is not None:
         # A model's case ids do not depend on the seed (the values do): list them from any seed.
         from conformance import model as models
 
-        drawn = models.cases(models.resolve(options.get("model"), options.get("model_config")), protocol, 0)
+        model = models.resolve(options.get("model"), options.get("model_config"))
+        at_model = models.model_cases(model, protocol, 0, options.get("vectors_dir"))
     params = []
-    for golden in select_cases(protocol, cases, options.get("vectors_dir"), [] if drawn is not None else None,
-                               drawn or ()):
+    for golden in select_cases(protocol, cases, options.get("vectors_dir"), *at_model):
         for dtype in (None,) if proto.dtype_free else chosen:
             case = Case(protocol, golden.id, dtype, settings)
             params.append(pytest.param(case, id=str(case)))

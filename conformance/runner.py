@@ -727,8 +727,8 @@ def run(
     _case_patterns(opts.cases)  # a --cases that names nothing: one line before anything is drawn
     if model is not None:
         opts.seed = fresh_seed(opts)
-        fresh = models.cases(model, opts.protocol, opts.seed)
-        golden_cases = []  # the model's cases only; the report still names the vectors' digest
+        # The model's cases only (the report still names the vectors' digest).
+        golden_cases, fresh = models.model_cases(model, opts.protocol, opts.seed, opts.vectors_dir)
         _check_model_layout(opts, model, fresh)
         # The black-box identities call the adapter at specs of their own; a port of one model
         # answers only at its configuration, whose cases are drawn anew from every seed.
@@ -760,6 +760,9 @@ def run(
     if golden_cases is None and foreign:
         report.notes.append(foreign)
     drawn = len({c.id for c in fresh} & {c.id for c in cases})
+    if model is not None and golden_cases:
+        report.notes.append(f"{len(golden_cases)} committed case(s) of the zoo's {model.name}: certified, "
+                            "stored in the vectors, the same with every seed")
     if drawn and model is not None:
         report.notes.append(f"{drawn} case(s) drawn for {model.name}'s configuration from seed {opts.seed} "
                             f"(--seed {opts.seed} draws them again); the black-box identities, which call the "

@@ -140,8 +140,12 @@ def notes(protocol_name: str) -> dict:
 
 
 def all_groups() -> list[GroupSpec]:
-    """Every group of every family, in a fixed order (families by name, then their own order)."""
-    return [group for module in _modules() for group in module.groups()]
+    """Every group of every family, in a fixed order (families by name, then their own order, then
+    the committed groups of the zoo's models: reference.zoo.vectors)."""
+    from reference.zoo import vectors as zoo_vectors  # the zoo reads the families, which read this
+
+    return [group for module in _modules() for group in zoo_vectors.merge(
+        module.groups(), zoo_vectors.groups(module.__name__.split(".")[1]))]
 
 
 def select(family: str | None = None) -> list[GroupSpec]:

@@ -30,7 +30,7 @@ import reference
 from reference.golden import catalog
 from reference.golden.npzio import read_npz
 
-SUITE_VERSION = "0.5.0"
+SUITE_VERSION = "0.6.0"
 MANIFEST_NAME = "MANIFEST.json"
 ENV_VAR = "POSREF_VECTORS_DIR"  # overrides where vectors_dir() looks
 

@@ -18,6 +18,13 @@ What breaks real ports lives at particular positions of the model's own context 
 
 each at the model's real number of attention heads (and, for rope.apply_qk, its number of key-value
 heads).
+
+``committed(setting, protocol)`` is the seedless part, stored in vectors/ for every zoo model
+(reference.zoo.vectors): the last position of the context, the largest power of two around which
+the context reaches, one batched decode (a token per row), the thresholds of the length-dependent types and the step
+past the context of the others, at two heads (a RoPE rotates each head alike; the real head counts
+are the drawn cases' job). Their ids (``rope.apply/codellama-7b/decode-16383``) do not depend on a
+seed, so a review can cite them.
 """
 
 from __future__ import annotations
@@ -52,11 +59,41 @@ def groups(setting, draw, protocol: str = "rope.apply") -> list:
         tests.append(decode(2 * L - 1, f" Past the model's {L}-token context: {rope_type} extrapolates."))
     tests += [row_offsets((3, L // 2, L - 4)), left_padded()]
     if not extrapolates:
-        original = params["original_max_position_embeddings"]
-        for n in sorted({original - 1, original, original + 1} - {L}):  # L: decode-<L-1> above
-            tests.append(replace(decode(n - 1, f" Sequence length {n} (original context {original})."),
-                                 name=f"decode-{n - 1}-seq{n}", seq_len=n))
-    tests = [replace(t, heads=setting.heads, flags=t.flags + ("ModelConfig",)) for t in tests]
+        tests += _thresholds(params["original_max_position_embeddings"], L)
+    return [_at_model(setting, tests, protocol, setting.heads)]
+
+
+def committed(setting, protocol: str) -> list:
+    """[TestGroupSpec] of the certified, seedless cases stored for a zoo model's ``setting``: for
+    rope.apply only (rope.apply_qk's kv heads are the drawn cases' job)."""
+    if protocol != "rope.apply":
+        return []
+    rope_type, params = scalings.resolve(setting.params["scaling"])
+    L = setting.max_positions
+    largest = max((k for k in POWERS if 2**k + 1 <= L - 1), default=None)
+    tests = [decode(L - 1, f" The last position of the model's {L}-token context.")]
+    if largest is not None:
+        tests.append(around(largest))
+    rows = (3, L // 2, L - 4)
+    tests.append(RopeTest("batched-decode", f"Batched decode: one token per row at {list(rows)}, each row "
+                          "continuing a cache of its own length.", ("Decode", "BatchedDecode", "RowOffsets"),
+                          tuple((p,) for p in rows)))
+    if rope_type in LENGTH_DEPENDENT:
+        tests += _thresholds(params["original_max_position_embeddings"], L)
+    else:
+        tests.append(decode(2 * L - 1, f" Past the model's {L}-token context: {rope_type} extrapolates."))
+    return [_at_model(setting, tests, protocol, 2)]
+
+
+def _thresholds(original: int, L: int) -> list:
+    """One decode step at sequence lengths original - 1, original, original + 1 (L's is decode-<L-1>)."""
+    return [replace(decode(n - 1, f" Sequence length {n} (original context {original})."),
+                    name=f"decode-{n - 1}-seq{n}", seq_len=n)
+            for n in sorted({original - 1, original, original + 1} - {L})]
+
+
+def _at_model(setting, tests, protocol: str, heads: int):
+    tests = [replace(t, heads=heads, flags=t.flags + ("ModelConfig",)) for t in tests]
     if protocol == "rope.apply_qk":
         tests = [QkTest(**{**vars(t), "kv_heads": setting.kv_heads}) for t in tests]
-    return [TestGroupSpec(setting.params, tuple(tests), "")]
+    return TestGroupSpec(setting.params, tuple(tests), "")

@@ -2,9 +2,9 @@
 
 ``cases(config, model, seed)`` reads the config (reference.zoo.plan) and asks each family that
 reads it for its test groups (``reference/<family>/model_cases.py``: ``groups(setting, draw)``).
-Case ids are ``<protocol>/<model>/<test>``, or ``<protocol>/<model>-<layer kind>/<test>`` for a
-model with several RoPEs (Gemma 3's ``sliding_attention`` and ``full_attention``); they name what
-was drawn, the seed draws the values (as fresh cases do, reference.golden.fresh).
+Case ids are ``<protocol>/<group>/<test>`` (``group_name``: the model, or the model and its layer
+kind for a model with several RoPEs: ``gemma-3-12b-sliding-attention``); they name what was drawn,
+the seed draws the values (as fresh cases do, reference.golden.fresh).
 """
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ from reference.zoo.plan import plan
 FLAG = "Model"
 
 
+def group_name(model: str, kind: str) -> str:
+    """The case group of one model's setting: ``model``, or ``model-<kind>`` for a layer kind
+    (its underscores as hyphens: group names are file names in vectors/, reference.zoo.vectors)."""
+    return model if kind == "all" else f"{model}-{kind.replace('_', '-')}"
+
+
 def cases(config: dict, model: str, seed: int, backend: str = "cpu") -> dict:
     """{protocol: [GoldenCase]} for every protocol the config implies; ConfigError (one line)
     for a config posref cannot read."""
@@ -25,7 +31,7 @@ def cases(config: dict, model: str, seed: int, backend: str = "cpu") -> dict:
         if maker is None:
             continue
         for setting in settings:
-            group = model if setting.kind == "all" else f"{model}-{setting.kind}"
+            group = group_name(model, setting.kind)
             draw = Draw(seed, f"{protocol}/{group}")
             out.setdefault(protocol, []).extend(computed_cases(
                 protocol, maker.groups(setting, draw, protocol), group=group, inputs_group=f"{group}-{int(seed)}",

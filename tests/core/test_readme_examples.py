@@ -53,12 +53,13 @@ def _project(tmp_path: Path) -> dict:
 def test_the_readme_adapter_passes_over_a_correct_llama_rope(tmp_path):
     env = _project(tmp_path)
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"posref conform my_rope_adapter\.py:apply [^\n]*", text).group(0).rstrip(" \\")
-    args = command.split()[2:]  # as written: --protocol, both dtypes, then the report options
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "conform", *args, "-q"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "passed" in proc.stdout
+    commands = re.findall(r"posref conform my_rope_adapter\.py:apply [^\n]*", text)
+    assert len(commands) == 2 and "--model llama-3-8b" in commands[0]
+    for command in commands:  # as written: at a model, then the catalog in both dtypes
+        args = command.rstrip(" \\").split()[2:]
+        proc = subprocess.run([sys.executable, "-m", "conformance.cli", "conform", *args, "-q"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0 and "passed" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_the_readme_pytest_snippet_passes_over_a_correct_llama_rope(tmp_path):

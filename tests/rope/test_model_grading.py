@@ -3,7 +3,9 @@
 The configuration bugs of real ports are re-enacted at the model whose configuration they break:
 GPT-J graded with NEOX pairing (layout-swapped), Code Llama's base 1e6 dropped (wrong-base),
 GPT-NeoX's partial rotary ignored (rotary-dim-mismatch), Llama 3.1's llama3 scaling dropped and
-Gemma 3's global layers scaled like its local ones (scaling-mismatch); the correct twins pass.
+Gemma 3's global layers scaled like its local ones (scaling-mismatch), Phi-3's LongRoPE factor table
+switched at exactly its original context (scaling-mismatch, at that case only); the correct twins
+pass.
 """
 
 from __future__ import annotations
@@ -48,6 +50,40 @@ def apply(x, positions, spec):
 '''
 
 
+# Phi-3's LongRoPE with the long factors taken at seq_len >= original_max_position_embeddings, one
+# token early (Unsloth's and llama.cpp's Phi-3 ports; transformers switches when seq_len > original).
+LONGROPE_EARLY = '''
+import math
+import torch
+from conformance import Unsupported
+
+
+def apply(x, positions, spec, early=True):
+    sc = spec.scaling or {}
+    if sc.get("rope_type") != "longrope" or spec.layout != "half":
+        raise Unsupported("longrope, half only")
+    original = sc["original_max_position_embeddings"]
+    seq_len = spec.seq_len if spec.seq_len is not None else int(positions.max()) + 1
+    long = seq_len >= original if early else seq_len > original
+    ext = torch.tensor(sc["long_factor"] if long else sc["short_factor"], dtype=torch.float64)
+    r = spec.rotary_dim
+    inv = 1.0 / (ext * spec.base ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
+    factor = sc.get("factor") or (sc.get("max_position_embeddings", original) / original)
+    att = sc.get("attention_factor") or (math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
+    ang = positions.to(torch.float64)[..., None] * inv
+    cos = (torch.cat([ang.cos()] * 2, -1) * att)[:, :, None, :]
+    sin = (torch.cat([ang.sin()] * 2, -1) * att)[:, :, None, :]
+    h = r // 2
+    xr = x[..., :r].to(torch.float64)
+    out = xr * cos + torch.cat([-xr[..., h:], xr[..., :h]], -1) * sin
+    return torch.cat([out.to(x.dtype), x[..., r:]], -1)
+
+
+def apply_fixed(x, positions, spec):
+    return apply(x, positions, spec, early=False)
+'''
+
+
 def _grade(target, model, protocol="rope.apply", **options):
     return run_conformance(target, protocol, model=model, seed=5, dtypes=("float32",), identities=False,
                            **options)
@@ -84,11 +120,23 @@ def test_a_dropped_scaling_fails_only_where_the_model_scales(tmp_path):
     gemma = _grade(target, "gemma-3-12b")
     bad = {c.id.split("/")[1] for c in gemma.cases if c.verdict == "fail"}
     good = {c.id.split("/")[1] for c in gemma.cases if c.verdict in ("pass", "acceptable")}
-    assert bad == {"gemma-3-12b-full_attention"} and good == {"gemma-3-12b-sliding_attention"}
+    assert bad == {"gemma-3-12b-full-attention"} and good == {"gemma-3-12b-sliding-attention"}
     assert _codes(gemma) == {"scaling-mismatch"}
     # Dynamic NTK changes nothing up to the original context: only the case past it fails.
     internlm = _grade(target, "internlm3-8b")
     assert [c.id for c in internlm.cases if c.verdict == "fail"] == ["rope.apply/internlm3-8b/decode-32768-seq32769"]
+
+
+def test_the_factor_table_switched_at_the_original_context_fails_there_only(tmp_path):
+    (tmp_path / "port.py").write_text(LONGROPE_EARLY)
+    for model in ("phi-3.5-mini", "phi-4-mini"):
+        report = _grade(f"{tmp_path / 'port.py'}:apply", model)
+        failed = [c for c in report.cases if c.verdict == "fail"]
+        assert [c.id for c in failed] == [f"rope.apply/{model}/decode-4095-seq4096"]
+        assert _codes(report) == {"scaling-mismatch"}
+        assert "long factors used at seq_len 4096 (original 4096)" in failed[0].diagnoses[0].message
+        twin = _grade(f"{tmp_path / 'port.py'}:apply_fixed", model)
+        assert twin.summary()["overall"] == "pass", [(c.id, c.verdict) for c in twin.cases]
 
 
 def test_the_cases_reach_what_breaks_real_ports():
@@ -193,7 +241,10 @@ def test_pytest_items_at_a_model():
 
     params = conformance.cases("rope.apply", model="gpt-j-6b", dtypes="float32")
     ids = [p.id for p in params]
-    assert "rope.apply/gpt-j-6b/decode-2047:float32" in ids and len(ids) == 7
+    # The 7 committed cases (the catalog's gpt-j-6b group with the zoo's tests it lacked) and the
+    # 2 drawn ones whose ids no committed case has ("drawn", "left-padded").
+    assert "rope.apply/gpt-j-6b/decode-2047:float32" in ids and len(ids) == 9
+    assert {"rope.apply/gpt-j-6b/drawn:float32", "rope.apply/gpt-j-6b/batched-decode:float32"} <= set(ids)
     good, bad = load_target(GPTJ), load_target(f"{BUGGY / 'layout_swapped'}.py:apply")
     for param in params:
         (case,) = param.values
