@@ -11,16 +11,15 @@ from typing import Any, Mapping, Optional
 import mpmath
 import numpy as np
 
-from reference import alibi, fire, kerple, t5
-from reference.alibi import slopes_mp
-from reference.fire import EPS, INIT_L
-from reference.fire.core import check_weights
 from reference.golden.certify import nearest_double
-from reference.kerple.core import check_params, check_variant
 from reference.numerics import rotation
 from reference.numerics import scaling as scaling_types
+from reference.numerics.bias import alibi, fire, kerple, t5
+from reference.numerics.bias.alibi import slopes_mp
+from reference.numerics.bias.fire import EPS, INIT_L, check_weights
+from reference.numerics.bias.kerple import check_params, check_variant
+from reference.numerics.bias.t5 import check_config as check_t5
 from reference.numerics.validate import check_backend, check_base, check_layout, check_mode
-from reference.t5.core import check_config as check_t5
 
 ENCODINGS = ("rope", "alibi", "none", "kerple", "fire", "t5")
 BIASES = ("alibi", "kerple", "fire", "t5")  # the additive-bias encodings
