@@ -417,7 +417,7 @@ def _chain(*rs):
 
 def forward_factors(st: dict, config, *, u: float, a: float, t: float, angle: float, bias_error=None) -> tuple:
     """(r_p, r_qk, r_r, e_p, r_o): the forward's relative factors of ``error_factor`` (projections,
-    q and k, RoPE, the softmax weights, o = P v), derived there; shared with core.fast_bound."""
+    q and k, RoPE, the softmax weights, o = P v), derived there; shared with forward_bound.fast_bound."""
     c = config
     X = st["X"]
     D = X.shape[2]
