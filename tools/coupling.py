@@ -1,15 +1,17 @@
-"""Coupling counts of the conformance families (issue 26): run from the repository root.
+"""Coupling counts of the conformance and reference families (issue 26): run from the repository root.
 
     python3 tools/coupling.py [ROOT]
 
 Prints, for the tree at ROOT (default "."):
 - files outside conformance/rope/ that import conformance.rope (any module of it), and how many of
   them are outside tests/rope/ too (RoPE's own tests);
-- conformance family modules importing another family's modules (conformance.core excepted);
-- import cycles inside each family folder (strongly connected components of more than one
-  module, counting module-level and function-level imports alike), and the module-level ones;
-- delegating methods: methods whose body is only imports and one return statement (and their lines);
-- function-level imports of the project's own modules (conformance.*, reference.*) in family folders.
+- then for each side, conformance/ (shared layer: core, commands, reports, schemas) and reference/
+  (shared layer: numerics, golden, identities, zoo, and the modules families.py, safe_files.py):
+  - family modules importing another family's modules of that side (the shared layer excepted);
+  - import cycles inside each family folder (strongly connected components of more than one
+    module, counting module-level and function-level imports alike), and the module-level ones;
+  - delegating methods: methods whose body is only imports and one return statement (and their lines);
+  - function-level imports of the project's own modules (conformance.*, reference.*) in family folders.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import sys
 from pathlib import Path
 
 SHARED = {"core", "commands", "reports", "schemas"}
+# reference/'s shared layer (reference/families.py's SHARED; families.py and safe_files.py are modules,
+# not family folders)
+REFERENCE_SHARED = {"numerics", "golden", "identities", "zoo"}
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -99,10 +104,69 @@ def delegating(tree: ast.AST):
     return found
 
 
+def family_names(side: Path, shared) -> list:
+    """The family packages of one side: its subpackages (folders with __init__.py) not in shared."""
+    return sorted(p.name for p in side.iterdir() if p.is_dir() and p.name not in shared
+                  and (p / "__init__.py").exists())
+
+
+def side_counts(root: Path, mods: dict, known: set, side: str, families: list) -> dict:
+    """For the families of one side (``side`` = "conformance" or "reference"): the family modules
+    importing another family of that side (cross), the import graphs inside each family folder (any
+    import, module-level only), the delegating methods and the function-level imports of the
+    project's own modules (conformance.*, reference.*)."""
+    cross, func_level, deleg = [], [], []
+    graphs = {f: {} for f in families}
+    static_graphs = {f: {} for f in families}
+    for path, (name, tree) in mods.items():
+        parts = name.split(".")
+        if parts[0] != side or len(parts) < 2 or parts[1] not in families:
+            continue
+        rel = path.relative_to(root).as_posix()
+        fam = parts[1]
+        targets = [(m, f) for m, f in imports(tree, name, path.name == "__init__.py") if m in known]
+        others = sorted({m.split(".")[1] for m, _ in targets if m.startswith(f"{side}.")
+                         and m.split(".")[1] in families and m.split(".")[1] != fam})
+        if others:
+            cross.append((rel, others))
+        for m, f in targets:
+            if m.startswith(f"{side}.{fam}.") and m != name:
+                graphs[fam].setdefault(name, set()).add(m)
+                if not f:
+                    static_graphs[fam].setdefault(name, set()).add(m)
+            if f and (m.startswith("conformance.") or m.startswith("reference.")):
+                func_level.append((rel, m))
+        deleg += [(rel, d, n) for d, n in delegating(tree)]
+        graphs[fam].setdefault(name, set())
+    return {"cross": cross, "func_level": func_level, "deleg": deleg,
+            "cycles": {f: sccs(g) for f, g in graphs.items()},
+            "static": {f: sccs(g) for f, g in static_graphs.items()}}
+
+
+def print_counts(side: str, c: dict) -> None:
+    """The counts of side_counts, one heading per count, then the files or modules behind it."""
+    print(f"{side} family modules importing another family: {len(c['cross'])}")
+    for r, o in c["cross"]:
+        print(f"    {r} -> {', '.join(o)}")
+    cycles, static = c["cycles"], c["static"]
+    print(f"{side} import cycles inside family folders (any import): {sum(len(x) for x in cycles.values())} in "
+          f"{sum(1 for x in cycles.values() if x)} families")
+    for f, cs in cycles.items():
+        for cyc in cs:
+            print(f"    {f}: {' <-> '.join(m.rsplit('.', 1)[-1] for m in cyc)}")
+    print(f"{side} import cycles inside family folders (module-level imports only): "
+          f"{sum(len(x) for x in static.values())}")
+    print(f"{side} delegating methods (imports + return): {len(c['deleg'])}, {sum(n for *_, n in c['deleg'])} lines")
+    for r, d, k in c["deleg"]:
+        print(f"    {r}: {d} ({k})")
+    func_level = c["func_level"]
+    print(f"{side} function-level imports of project modules in family folders: {len(func_level)} "
+          f"(in {len({r for r, _ in func_level})} files)")
+    for r, m in sorted(set(func_level)):
+        print(f"    {r}: {m}")
+
+
 def main(root: Path) -> None:
-    conf = root / "conformance"
-    families = sorted(p.name for p in conf.iterdir() if p.is_dir() and p.name not in SHARED
-                      and (p / "__init__.py").exists())
     mods = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).parts
@@ -116,59 +180,18 @@ def main(root: Path) -> None:
     known = {name for name, _ in mods.values()}
 
     rope_users = []
-    cross = []
-    func_level = []
-    graphs = {f: {} for f in families}
-    static_graphs = {f: {} for f in families}
-    deleg = []
     for path, (name, tree) in mods.items():
         rel = path.relative_to(root).as_posix()
-        imps = imports(tree, name, path.name == "__init__.py")
-        targets = [(m, f) for m, f in imps if m in known]
+        targets = [m for m, _ in imports(tree, name, path.name == "__init__.py") if m in known]
         if not rel.startswith("conformance/rope/") and any(
-                m == "conformance.rope" or m.startswith("conformance.rope.") for m, _ in targets):
+                m == "conformance.rope" or m.startswith("conformance.rope.") for m in targets):
             rope_users.append(rel)
-        parts = name.split(".")
-        if parts[0] == "conformance" and len(parts) >= 2 and parts[1] in families:
-            fam = parts[1]
-            others = sorted({m.split(".")[1] for m, _ in targets if m.startswith("conformance.")
-                             and len(m.split(".")) > 1 and m.split(".")[1] in families
-                             and m.split(".")[1] != fam})
-            if others:
-                cross.append((rel, others))
-            for m, f in targets:
-                if m.startswith(f"conformance.{fam}.") and m != name:
-                    graphs[fam].setdefault(name, set()).add(m)
-                    if not f:
-                        static_graphs[fam].setdefault(name, set()).add(m)
-                if f and (m.startswith("conformance.") or m.startswith("reference.")):
-                    func_level.append((rel, m))
-            deleg += [(rel, d, n) for d, n in delegating(tree)]
-            graphs[fam].setdefault(name, set())
-
-    cycles = {f: sccs(g) for f, g in graphs.items()}
-    static = {f: sccs(g) for f, g in static_graphs.items()}
     print(f"files outside conformance/rope importing conformance.rope: {len(rope_users)} "
           f"({sum(not r.startswith('tests/rope/') for r in rope_users)} outside tests/rope too)")
     for r in rope_users:
         print(f"    {r}")
-    print(f"family modules importing another family: {len(cross)}")
-    for r, o in cross:
-        print(f"    {r} -> {', '.join(o)}")
-    n = sum(len(c) for c in cycles.values())
-    print(f"import cycles inside family folders (any import): {n} in "
-          f"{sum(1 for c in cycles.values() if c)} families")
-    for f, cs in cycles.items():
-        for c in cs:
-            print(f"    {f}: {' <-> '.join(m.rsplit('.', 1)[-1] for m in c)}")
-    print(f"import cycles inside family folders (module-level imports only): {sum(len(c) for c in static.values())}")
-    print(f"delegating methods (imports + return): {len(deleg)}, {sum(n for *_, n in deleg)} lines")
-    for r, d, k in deleg:
-        print(f"    {r}: {d} ({k})")
-    print(f"function-level imports of project modules in family folders: {len(func_level)} "
-          f"(in {len({r for r, _ in func_level})} files)")
-    for r, m in sorted(set(func_level)):
-        print(f"    {r}: {m}")
+    for side, shared in (("conformance", SHARED), ("reference", REFERENCE_SHARED)):
+        print_counts(side, side_counts(root, mods, known, side, family_names(root / side, shared)))
 
 
 if __name__ == "__main__":

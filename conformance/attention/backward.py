@@ -52,6 +52,9 @@ from conformance.core.tensors import (abs_error, argmax_index, check_tensor, fin
                                       torch_dtype)
 from conformance.results import Diagnosis
 from conformance.training import cotangent
+from reference.attention.backward import bias_roles as reference_roles
+from reference.attention.backward import vjp_from_stages
+from reference.numerics import rotation
 
 WEIGHTS = ("wq", "wk", "wv", "wo")
 ROLES = ("hidden", *WEIGHTS)
@@ -62,8 +65,6 @@ def bias_roles(spec) -> tuple:
     """The bias's parameters graded for this spec: T5's rel_bias, FIRE's c, L_multiplier, W1, b1,
     W2, b2 (entries of the weights dict); none for the other encodings (ALiBi's slopes, KERPLE's
     r1 and r2 are configuration, not tensors)."""
-    from reference.attention.backward import bias_roles as reference_roles
-
     return reference_roles(reference_config(spec))
 
 
@@ -107,8 +108,6 @@ def cotangent_f64(g_tensor) -> np.ndarray:
 
 
 def reference_gradients(st, g, spec, **faults) -> dict:
-    from reference.attention.backward import vjp_from_stages
-
     return vjp_from_stages(st, g, reference_config(spec), **faults)
 
 
@@ -164,10 +163,8 @@ def grade_gradients(case, spec, prepared, cotangents, grads) -> dict:
 
 def _forward_rotation(x, positions, c):
     """R_m x: RoPE's forward applied in the backward (the transposed mistake)."""
-    from reference import rope
-
-    return rope.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
-                      seq_len=c.seq_len or None, backend="numpy")
+    return rotation.apply(x, positions, rotary_dim=c.rot, base=c.base, layout=c.layout, scaling=c.scaling,
+                          seq_len=c.seq_len or None, backend="numpy")
 
 
 def _model(st, g, spec, **faults):

@@ -14,14 +14,13 @@ from conformance.fire.bias import budget as fire_budget
 from conformance.fire.spec import FireSpec
 from conformance.kerple.bias import budget as kerple_budget
 from conformance.kerple.spec import KerpleSpec
+from reference.numerics.bias.alibi import slopes
 
 
 def alibi_logit_error(st: dict, spec, positions: np.ndarray, u: float, t: float) -> np.ndarray:
     """E_b [b, hq, s, K]: the ALiBi bias's absolute error in the logits, 4 t (|b| + B) + u (|z| + B),
     B = m_h max(|p_i|, |p_j|) (stage 3 of the module docstring)."""
-    from reference import alibi
-
-    m = alibi.slopes(spec.num_heads)[None, :, None, None]
+    m = slopes(spec.num_heads)[None, :, None, None]
     reach = np.maximum(np.abs(positions)[:, None, :, None], np.max(np.abs(st["kpos"]), axis=1)[:, None, None, None])
     B = m * reach
     vis = st["vis"][:, None]

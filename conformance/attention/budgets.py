@@ -56,6 +56,11 @@ from conformance.core import tolerance
 # batch row: the one place the attention family reads another family's budget (bias_budgets.py too).
 from conformance.fire.backward import budgets as fire_budgets
 from conformance.fire.spec import FireSpec
+from reference.attention import backward as ref_backward
+from reference.numerics.bias.fire import EPS, INIT_L
+from reference.numerics.bias.fire_backward import features
+from reference.numerics.frequencies import frequencies
+from reference.numerics.layouts import pair_indices
 
 
 def gamma(n, a):
@@ -65,11 +70,9 @@ def gamma(n, a):
 
 def rope_budget(x, E, positions, spec, u, t, g):
     """E of rotated q or k [b, s, h, d] given x (exact, pre-rotation) and its bound E."""
-    from reference import rope
-
     r = spec.rotary_dim or spec.head_dim
-    theta, f = rope.frequencies(r, spec.base, spec.scaling, spec.seq_len or None)
-    first, second = rope.pair_indices(r, spec.layout)
+    theta, f = frequencies(r, spec.base, spec.scaling, spec.seq_len or None)
+    first, second = pair_indices(r, spec.layout)
     M = np.abs(x) + E
     out = E.copy()
     eps = 2 * g * np.abs(positions)[:, :, None, None].astype(np.float64) * theta + 4 * t + 5 * u  # [b, s, 1, r/2]
@@ -278,8 +281,6 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
     is first order in u E_dS: the magnitude term is scaled by 1 + gamma(hq + hidden + s K + b + 24)."""
     if spec.encoding not in ("t5", "fire"):
         return {}
-    from reference.attention import backward as ref_backward
-
     u = tolerance.unit_roundoff(dtype)
     t = tolerance.table_roundoff(dtype, profile)
     a = tolerance.accumulation_roundoff(dtype, profile)
@@ -293,8 +294,6 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
         scatter = ref_backward.t5_scatter
         return {"rel_bias": scatter(EdS, st, c) + gamma(counts, unit) * scatter(MdS, st, c)
                 + u * np.abs(grads["rel_bias"])}
-    from reference.fire import EPS, INIT_L
-
     b, hq, s, K = dS.shape
     w = st["W"]
     hidden = int(np.size(w["b1"]))
@@ -316,9 +315,6 @@ def fire_cotangent_error(st: dict, E: np.ndarray, t: float) -> dict:
     L_multiplier the same with |dx/dL| init_L, counted in full on a tie i = L. A unit whose
     pre-activation lies within the forward's error of its kink (conformance.fire.backward's err_p,
     unit t) may be switched either way: it enters with |W2_hk W1_k| on top of the sum."""
-    from reference.fire import INIT_L
-    from reference.fire.backward import features
-
     w = st["W"]
     W1, b1, W2 = w["W1"][:, 0], w["b1"], w["W2"]
     out = {n: 0.0 for n in ("c", "L_multiplier", "W1", "b1", "W2", "b2")}

@@ -62,6 +62,8 @@ import numpy as np
 
 from conformance.attention.bias_budgets import bias_logit_error
 from conformance.core import tolerance
+from reference.numerics.frequencies import frequencies
+from reference.numerics.layouts import pair_indices
 
 LAMBDA = 7.0  # Hoeffding: P(|error| > LAMBDA sigma) <= 2 exp(-LAMBDA^2 / 2) = 4.6e-11 per element
 
@@ -80,11 +82,9 @@ class _Rope:
     """cos, sin, the attention factor and the pair indices of a RoPE spec at given positions."""
 
     def __init__(self, spec):
-        from reference import rope
-
         self.r = spec.rotary_dim or spec.head_dim
-        self.theta, self.f = rope.frequencies(self.r, spec.base, spec.scaling, spec.seq_len or None)
-        self.first, self.second = rope.pair_indices(self.r, spec.layout)
+        self.theta, self.f = frequencies(self.r, spec.base, spec.scaling, spec.seq_len or None)
+        self.first, self.second = pair_indices(self.r, spec.layout)
 
     def angles(self, positions):
         return np.asarray(positions, dtype=np.float64)[..., None] * self.theta  # [..., r/2]

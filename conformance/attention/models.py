@@ -13,6 +13,10 @@ from dataclasses import replace
 import numpy as np
 
 from conformance.attention.stages import reference_config
+from reference.attention.core import t5_bias
+from reference.numerics import rotation
+from reference.numerics.bias import kerple
+from reference.numerics.frequencies import frequencies
 
 
 def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=None, bias=None, heads=None):
@@ -37,11 +41,9 @@ def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=Non
 
 
 def _rope(x, positions, spec, **changes):
-    from reference import rope
-
     c = replace(spec, **changes) if changes else spec
-    return rope.apply(x, positions, rotary_dim=c.rotary_dim or c.head_dim, base=c.base, layout=c.layout,
-                      scaling=c.scaling, seq_len=c.seq_len or None, backend="numpy")
+    return rotation.apply(x, positions, rotary_dim=c.rotary_dim or c.head_dim, base=c.base, layout=c.layout,
+                          scaling=c.scaling, seq_len=c.seq_len or None, backend="numpy")
 
 
 def encoding_models(st, spec, positions):
@@ -96,9 +98,7 @@ def scale_models(st, spec):
 def factor_models(st, spec):
     if spec.encoding != "rope":
         return []
-    from reference import rope
-
-    f = rope.frequencies(spec.rotary_dim or spec.head_dim, spec.base, spec.scaling, spec.seq_len or None)[1]
+    f = frequencies(spec.rotary_dim or spec.head_dim, spec.base, spec.scaling, spec.seq_len or None)[1]
     if f == 1.0:
         return []
     s = st["X"].shape[1]
@@ -117,16 +117,12 @@ def bias_models(st, spec, positions):
            ("no position bias is added", recompute(st, spec, bias=np.zeros_like(bias)))]
     kpos = st["kpos"]
     if spec.encoding == "kerple":
-        from reference import kerple
-
         other = "power" if spec.kerple_variant == "log" else "log"
         swapped = np.stack([kerple.bias(positions[i], kpos[i], other, spec.kerple_r1, spec.kerple_r2,
                                         backend="numpy") for i in range(positions.shape[0])])
         out.append((f"KERPLE's {other} variant computed for the {spec.kerple_variant} variant",
                     recompute(st, spec, bias=swapped)))
     if spec.encoding == "t5":
-        from reference.attention.core import t5_bias
-
         c = replace(reference_config(spec), causal=not spec.causal)
         flipped = np.stack([t5_bias(c, positions[i], kpos[i], st["W"]["rel_bias"]) for i in range(positions.shape[0])])
         kind = "bidirectional" if spec.causal else "causal (unidirectional)"

@@ -78,7 +78,7 @@ def configurations(seed: int) -> list:
     rng = np.random.default_rng(seed)
     num_buckets, bidirectional = int(rng.choice([8, 16, 64])), bool(rng.integers(0, 2))
     max_exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
-    # max_distance must exceed max_exact (reference.t5.core.check_config)
+    # max_distance must exceed max_exact (reference.numerics.bias.t5.check_config)
     max_distance = int(rng.choice([d for d in (20, 64, 256) if d > max_exact]))
     drawn = T5Spec(num_buckets, max_distance, bidirectional)
     return [("encoder", T5Spec(32, 128, True)), ("decoder", T5Spec(32, 128, False)), ("drawn", drawn)]

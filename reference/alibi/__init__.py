@@ -9,8 +9,12 @@ add m_h j instead for causal attention (a per-row constant, which softmax ignore
 API: ``slopes(n, mode)``, ``bias(num_heads, q_positions, k_positions, *, causal, backend, mode)``
 -> [h, sq, sk]. Golden mode: every value correctly rounded from the exact slope (mpmath). Backends
 cpu (Numba), cuda, numpy for the fast bias. Never imports torch.
+
+The computation (checks, fast and golden modes, kernels, oracle) lives in
+reference/numerics/bias/alibi*.py, shared with the attention composite; this package re-exports it
+and keeps the family's catalog (vectors.py), identities and benchmark row.
 """
 
-from .core import bias, slopes, slopes_mp
+from reference.numerics.bias.alibi import bias, slopes, slopes_mp
 
 __all__ = ["bias", "slopes", "slopes_mp"]

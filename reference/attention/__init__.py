@@ -29,7 +29,7 @@ backend, mode)`` -> [b, s, D]; ``stages(...)`` -> the float64 intermediates (for
 Fast mode: projections and dot products by Dot2 (Ogita, Rump, Oishi 2005, as accurate as
 twice the working precision), softmax sums compensated (TwoSum), exp from libm; within
 ``fast_bound`` (per element: rho N + u |out|, N the output on magnitudes; a logit's absolute
-error passes through exp, so the error is not a few ulps of |out|: core.fast_bound).
+error passes through exp, so the error is not a few ulps of |out|: forward_bound.fast_bound).
 Golden mode: the whole chain in mpmath at 192 bits from the float64 inputs, each output rounded
 to the nearest double (faithful at worst; certified against oracle.py). Backends cpu (Numba),
 cuda, numpy. Never imports torch.
@@ -40,6 +40,7 @@ backend=, within a derived bound; golden: mpmath, faithfully rounded, certified 
 ``oracle.vjp_exact``); see backward.py.
 """
 
-from .core import Config, fast_bound, forward, key_positions, stages, visible
+from .core import Config, forward, key_positions, stages, visible
+from .forward_bound import fast_bound
 
 __all__ = ["Config", "fast_bound", "forward", "key_positions", "stages", "visible"]

@@ -84,12 +84,12 @@ import math
 import mpmath
 import numpy as np
 
-from reference import fire
-from reference.fire import EPS, INIT_L
-from reference.fire.backward import bias_jvp, bias_vjp, features
 from reference.golden.certify import nearest_double
-from reference.kerple import FAST_ULPS
 from reference.numerics import rotation
+from reference.numerics.bias import fire
+from reference.numerics.bias.fire import EPS, INIT_L
+from reference.numerics.bias.fire_backward import bias_jvp, bias_vjp, features
+from reference.numerics.bias.kerple import FAST_ULPS
 from reference.numerics.frequencies import frequencies
 from reference.numerics.layouts import pair_indices
 from reference.numerics.rotation_backward import apply_vjp
@@ -417,7 +417,7 @@ def _chain(*rs):
 
 def forward_factors(st: dict, config, *, u: float, a: float, t: float, angle: float, bias_error=None) -> tuple:
     """(r_p, r_qk, r_r, e_p, r_o): the forward's relative factors of ``error_factor`` (projections,
-    q and k, RoPE, the softmax weights, o = P v), derived there; shared with core.fast_bound."""
+    q and k, RoPE, the softmax weights, o = P v), derived there; shared with forward_bound.fast_bound."""
     c = config
     X = st["X"]
     D = X.shape[2]

@@ -3,9 +3,8 @@
 A second reading of the same formula in another form: projections as mpmath matrix products,
 RoPE as the complex product (a + i b) e^(i m theta) (RoFormer, arXiv 2104.09864, eq. 12) with
 frequencies and attention factor from reference.numerics.scaling_oracle, ALiBi slopes from
-reference.alibi.oracle, the other biases from their families' own oracles (KERPLE:
-reference.kerple.oracle; FIRE: reference.fire.oracle; T5: reference.t5.oracle's buckets, then the
-table), the softmax as exp(z - logsumexp(z)), GQA by repeating each kv head (HF repeat_kv).
+the ALiBi oracle, the other biases from their families' own oracles (KERPLE, FIRE, and T5's
+buckets, then the table), all in reference/numerics/bias/*_oracle.py, the softmax as exp(z - logsumexp(z)), GQA by repeating each kv head (HF repeat_kv).
 Returns object arrays of mpf at the caller's precision.
 """
 
@@ -14,11 +13,11 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from reference.alibi.oracle import slopes_exact
-from reference.fire.oracle import bias_exact as fire_exact
-from reference.kerple.oracle import bias_exact as kerple_exact
+from reference.numerics.bias.alibi_oracle import slopes_exact
+from reference.numerics.bias.fire_oracle import bias_exact as fire_exact
+from reference.numerics.bias.kerple_oracle import bias_exact as kerple_exact
+from reference.numerics.bias.t5_oracle import bucket_exact
 from reference.numerics.scaling_oracle import exact as scaling_exact
-from reference.t5.oracle import bucket_exact
 
 
 def _mat(a):

@@ -14,8 +14,12 @@ weights a dict of float arrays c, L_multiplier (scalars), W1 [hidden, 1], b1 [hi
 W2 [H, hidden], b2 [H]. Golden mode: each value the nearest double to the exact one (mpmath at
 200 bits, the ReLU decided on the exact pre-activation), certified as faithfully rounded.
 Fast mode (cpu Numba, cuda, numpy; log1p): within ``fast_bound``. Never imports torch.
+
+The computation (checks, fast and golden modes, kernels, oracle, backward) lives in
+reference/numerics/bias/fire*.py, shared with the attention composite; this package re-exports it
+and keeps the family's catalog (vectors.py), identities and benchmark row.
 """
 
-from .core import INIT_L, EPS, ROLES, bias, fast_bound, normalized_distance
+from reference.numerics.bias.fire import EPS, INIT_L, ROLES, bias, fast_bound, normalized_distance
 
 __all__ = ["EPS", "INIT_L", "ROLES", "bias", "fast_bound", "normalized_distance"]

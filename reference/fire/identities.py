@@ -64,7 +64,7 @@ def monotone() -> float:
     return max(worst, 0.0)
 
 
-# ---- the backward pass (reference/fire/backward.py) -----------------------------------------------
+# ---- the backward pass (reference/numerics/bias/fire_backward.py) --------------------------------
 
 # (queries, keys, L_multiplier, init_L): below the threshold, past it (decode), and L = 4 inside the
 # square (a tie at query 4, where torch.max splits the gradient).

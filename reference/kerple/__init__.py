@@ -14,8 +14,12 @@ API: ``bias(q_positions, k_positions, variant, r1, r2, *, backend, mode)`` -> [h
 ``clamp(variant, r1, r2)``. Golden mode: every value correctly rounded (mpmath at 200 bits per
 element). Fast mode (cpu Numba, cuda, numpy; log1p, not log(1 + x)): every value within 4 ulp
 (8 u_64 relative) of the exact one, see ``FAST_ULPS``. Never imports torch.
+
+The computation (checks, fast and golden modes, kernels, oracle) lives in
+reference/numerics/bias/kerple*.py, shared with the attention composite; this package re-exports it
+and keeps the family's catalog (vectors.py), identities and benchmark row.
 """
 
-from .core import CLAMP_LOW, FAST_ULPS, POWER_HIGH, VARIANTS, bias, clamp
+from reference.numerics.bias.kerple import CLAMP_LOW, FAST_ULPS, POWER_HIGH, VARIANTS, bias, clamp
 
 __all__ = ["CLAMP_LOW", "FAST_ULPS", "POWER_HIGH", "VARIANTS", "bias", "clamp"]

@@ -17,7 +17,9 @@
 - rotation.py, rotation_backward.py, rotation_oracle.py: the rotation by those frequencies
   (RoPE's apply / cos_sin, reused by every rotary family), its VJP and adjoint helpers, and its
   mpmath oracle;
-- log1p.py: log1p of a product without overflow (KERPLE, FIRE).
+- log1p.py: log1p of a product without overflow (KERPLE, FIRE);
+- bias/: the relative-position biases (ALiBi, KERPLE, FIRE and its backward, T5 buckets) with
+  their kernels and mpmath oracles, shared by their families and the attention composite.
 
 Importing this package imports nothing: import the module you need. Kernel modules (Numba, numba.cuda)
 are imported by phase.py on first use of their backend. Never imports torch.

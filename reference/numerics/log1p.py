@@ -5,7 +5,7 @@
 computed as np.log1p(a y); where the product a y overflows to inf (then a, y >= 1), as ln a + ln y
 instead: log1p(z) - ln z < 1/z < 2**-1024 there, so the value is the same to far below an ulp and
 both terms are non-negative (no cancellation). The Numba kernels of both families write the same
-two branches out (kerple/cpu_kernels.py ``_value``, fire/cpu_kernels.py ``psi``).
+two branches out (bias/kerple_cpu_kernels.py ``_value``, bias/fire_cpu_kernels.py ``psi``).
 """
 
 import numpy as np

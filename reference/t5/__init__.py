@@ -13,8 +13,12 @@ bucketed exactly (-2**63 and uint64 values past 2**63 included: their distances 
 ``bucket`` computes it with the exact logarithm ratio (mpmath); ``edges`` lists the distances where
 that ratio times (buckets - max_exact) is an integer, so a float log one ulp low lands in the
 bucket below (16, 32, 64 and 128 for the default 32 / 128). Never imports torch.
+
+The computation (the configuration check, the exact buckets, their cpu kernel, the oracle) lives in
+reference/numerics/bias/t5*.py, shared with the attention composite; this package re-exports it
+and keeps the family's catalog (vectors.py), identities and benchmark row.
 """
 
-from .core import bucket, edges
+from reference.numerics.bias.t5 import bucket, edges
 
 __all__ = ["bucket", "edges"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.t5 import bucket, oracle
 
 PROTOCOL = "t5.bucket"
 T5 = "https://arxiv.org/abs/1910.10683"
@@ -72,8 +73,6 @@ def build(case_id, params, test):
 
 
 def compute(params, inputs, backend):
-    from reference.t5 import bucket
-
     return {"expected": bucket(inputs["relative_positions"], num_buckets=params["num_buckets"],
                                max_distance=params["max_distance"], bidirectional=params["bidirectional"])}
 
@@ -83,8 +82,6 @@ def shapes(params, arrays):
 
 
 def exact(params, inputs):
-    from reference.t5 import oracle
-
     return {"expected": oracle.bucket_exact(inputs["relative_positions"], params["num_buckets"],
                                             params["max_distance"], params["bidirectional"])}
 

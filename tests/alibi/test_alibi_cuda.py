@@ -27,4 +27,4 @@ def test_cuda_bias_is_bitwise_equal_to_cpu(target):
 
 
 def test_kernel_compiles_to_ptx():
-    assert all(k["mul"] >= 1 for k in ptx_report("reference.alibi.cuda_kernels"))
+    assert all(k["mul"] >= 1 for k in ptx_report("reference.numerics.bias.alibi_cuda_kernels"))

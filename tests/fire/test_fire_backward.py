@@ -1,4 +1,4 @@
-"""The float64 backward of fire.bias (reference/fire/backward.py): an mpmath derivative of the
+"""The float64 backward of fire.bias (reference/numerics/bias/fire_backward.py): an mpmath derivative of the
 objective sum G b at 200 bits (one-sided derivatives averaged at the tie i = L, torch.max's
 convention), central differences on the MLP parameters (exact there up to rounding), the
 adjoint identity, torch's conventions at the kinks, the fast backends (numpy, cpu) within

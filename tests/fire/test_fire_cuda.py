@@ -68,7 +68,7 @@ def test_cuda_vjp_within_the_vjp_bound(target):
 def test_kernels_compile_to_ptx():
     """Every kernel in PTX_SIGNATURES compiles for sm_80 and sm_90 with float64 fma, no atomics
     (the backward is deterministic), and correctly rounded division where the features divide."""
-    kernels = ptx_report("reference.fire.cuda_kernels")
+    kernels = ptx_report("reference.numerics.bias.fire_cuda_kernels")
     assert [k["kernel"] for k in kernels] == ["bias_kernel", "entry_kernel", "param_kernel"] * 2, kernels
     for k in kernels:
         assert k["fma"] and not k["atomic"] and (k["kernel"] == "param_kernel" or k["div_rn"]), k

@@ -20,4 +20,4 @@ def test_cuda_bias_matches_cpu(target):
 
 
 def test_kernel_compiles_to_ptx():
-    assert all(k["mul"] >= 1 for k in ptx_report("reference.kerple.cuda_kernels"))
+    assert all(k["mul"] >= 1 for k in ptx_report("reference.numerics.bias.kerple_cuda_kernels"))

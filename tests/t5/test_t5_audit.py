@@ -7,7 +7,8 @@ import pytest
 
 from reference import t5
 from reference.attention import Config, forward
-from reference.t5 import core, oracle
+from reference.numerics.bias import t5 as core
+from reference.t5 import oracle
 
 I64_MIN = -(2**63)
 # max_distance - max_exact past core.TABLE_MAX: the general (numpy) path instead of the kernel

@@ -1,4 +1,4 @@
-"""The one-pass bucket kernel (reference/t5/cpu_kernels.py) gives exactly the buckets of the
+"""The one-pass bucket kernel (reference/numerics/bias/t5_cpu_kernels.py) gives exactly the buckets of the
 per-distance rule (core._bucket_general: one exact logarithm per distinct distance), including
 the int64 extremes, distances at and past max_distance, and a table filled over several calls."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference.t5 import core
+from reference.numerics.bias import t5 as core
 
 I64 = np.iinfo(np.int64)
 

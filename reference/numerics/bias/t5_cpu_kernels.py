@@ -2,7 +2,7 @@
 
 The bucket of r depends on the direction and on the distance n alone (n = |r|, or max(-r, 0)
 when causal), and every n >= max_distance lands in the last bucket, so the distances that need
-a logarithm are the max_distance - max_exact values in [max_exact, max_distance). core.py keeps
+a logarithm are the max_distance - max_exact values in [max_exact, max_distance). t5.py keeps
 their buckets in a table (computed once per distance, with the exact mpmath logarithm) and
 ``bucket_kernel`` writes each entry in one pass over r: memory-bound (issue 13)."""
 

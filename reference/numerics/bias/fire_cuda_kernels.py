@@ -28,7 +28,7 @@ def bias_kernel(qp, kp, c, L, eps, w1, b1, w2, b2, out):
         d = qp[i] - kp[j]
         if d < 0:
             d = -d
-        # psi(y) = log1p(|c| y), as ln |c| + ln y where |c| y overflows (cpu_kernels.psi, written out)
+        # psi(y) = log1p(|c| y), as ln |c| + ln y where |c| y overflows (fire_cpu_kernels.psi, written out)
         y = abs(c) * max(float(qp[i]), L)
         norm = (math.log(abs(c)) + math.log(max(float(qp[i]), L)) if math.isinf(y) else math.log1p(y)) + eps
         y = abs(c) * float(d)
@@ -41,7 +41,7 @@ def bias_kernel(qp, kp, c, L, eps, w1, b1, w2, b2, out):
 
 def entry_kernel(G, qp, kp, ac, sign_c, L, eps, w1, b1, w2, x, terms):
     """x[i, j] and terms[0 | 1, i, j] = gx dx/dc | gx dx/dL, gx = sum_k [p_k > 0] delta_k W1_k with
-    k and, in delta_k = sum_h G W2_hk, h ascending: cpu_kernels.entry_features and vjp_kernel's
+    k and, in delta_k = sum_h G W2_hk, h ascending: fire_cpu_kernels.entry_features and vjp_kernel's
     operations in their order (written out: a device function would need a device to compile)."""
     sq, sk = x.shape[0], x.shape[1]
     start, stride = cuda.grid(1), cuda.gridsize(1)

@@ -1,4 +1,5 @@
-"""ALiBi slopes and bias (see __init__)."""
+"""ALiBi slopes and bias: the formula and API of reference.alibi (its docstring states them), shared
+with the attention composite, which adds this bias to its logits (reference.attention.core)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def bias(num_heads, q_positions, k_positions, *, causal=True, backend="cpu", mod
         d = (qp[:, None] - kp[None, :]).astype(np.float64)
         return -m[:, None, None] * (d if causal else np.abs(d))
     if backend == "cpu":
-        from . import cpu_kernels as kernels  # numba start-up: imported on first use
+        from . import alibi_cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels  # numba start-up: imported on first use
+        from . import alibi_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(m, qp, kp, bool(causal))

@@ -1,4 +1,6 @@
-"""KERPLE bias (see __init__): argument checks, the clamps, fast and golden modes."""
+"""KERPLE bias: argument checks, the clamps, fast and golden modes. The formula and API are
+reference.kerple's (its docstring states them); shared with the attention composite, which adds this
+bias to its logits."""
 
 from __future__ import annotations
 
@@ -93,8 +95,8 @@ def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast
             return -a[:, None, None] * log1p_product(b[:, None, None], d)
         return -a[:, None, None] * np.power(d, b[:, None, None])
     if backend == "cpu":
-        from . import cpu_kernels as kernels  # numba start-up: imported on first use
+        from . import kerple_cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels  # numba start-up: imported on first use
+        from . import kerple_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(a, b, qp, kp, variant == "log")
 

@@ -1,4 +1,5 @@
-"""T5 relative position buckets (see __init__)."""
+"""T5 relative position buckets: the rule and API of reference.t5 (its docstring states them), shared
+with the attention composite, which reads its bias table at these buckets."""
 
 from __future__ import annotations
 
@@ -79,9 +80,9 @@ def _table(max_exact: int, buckets: int, max_distance: int) -> np.ndarray:
 
 
 def _bucket_kernel(r, bidirectional, buckets, max_exact, max_distance) -> np.ndarray:
-    """One pass over r (cpu_kernels.bucket_kernel); distances in [max_exact, max_distance) from the
+    """One pass over r (t5_cpu_kernels.bucket_kernel); distances in [max_exact, max_distance) from the
     per-configuration table, each computed by _one the first time a call meets it."""
-    from . import cpu_kernels  # numba start-up: imported on first use
+    from . import t5_cpu_kernels as cpu_kernels  # numba start-up: imported on first use
 
     flat = np.ascontiguousarray(r).reshape(-1)
     out = np.empty(flat.shape, dtype=np.int64)
@@ -100,7 +101,7 @@ def bucket(relative_positions, *, num_buckets=32, max_distance=128, bidirectiona
     The bucket depends on the direction and the distance n only: each distinct n >= max_exact is
     evaluated once (exact mpmath logarithm), every n >= max_distance is the last bucket without
     one (there the exact log position is at least buckets - max_exact), and the entries are
-    gathered in one pass (cpu_kernels.py) where the configuration allows.
+    gathered in one pass (t5_cpu_kernels.py) where the configuration allows.
     """
     half, max_exact, max_distance = check_config(num_buckets, max_distance, bidirectional)
     r = np.asarray(relative_positions)

@@ -1,4 +1,6 @@
-"""FIRE bias (see __init__): argument checks, the normalized distance, fast and golden modes."""
+"""FIRE bias: argument checks, the normalized distance, fast and golden modes. The formula and API are
+reference.fire's (its docstring states them); shared with the attention composite, which adds this
+bias to its logits and differentiates it (fire_backward.py)."""
 
 from __future__ import annotations
 
@@ -126,7 +128,7 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
         act = np.maximum(w["W1"][:, 0] * x + w["b1"], 0.0)
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
     if backend == "cpu":
-        from . import cpu_kernels as kernels  # numba start-up: imported on first use
+        from . import fire_cpu_kernels as kernels  # numba start-up: imported on first use
     else:
-        from . import cuda_kernels as kernels  # numba start-up: imported on first use
+        from . import fire_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(qp, kp, w["c"], L, eps, np.ascontiguousarray(w["W1"][:, 0]), w["b1"], w["W2"], w["b2"])
