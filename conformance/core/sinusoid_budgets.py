@@ -28,6 +28,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table_roundoff
+from reference.numerics import sinusoid_frequencies, sinusoid_layouts
 
 C_ROUND = 2.0  # sin / cos (1 ulp) and the rounding to T
 ANGLE_ROUNDINGS = 5.0  # power (2), the product (1), the position converted (1), one more (log / exp)
@@ -49,12 +50,10 @@ class Sinusoid:
 
 def columns(spec):
     """Per column of a row: (coordinate index, exponent e_i, kind) with kind as in
-    reference.sinusoidal.layouts (0 sin, 1 cos, 2 zero)."""
-    from reference.sinusoidal import frequencies, layouts
-
+    reference/numerics/sinusoid_layouts.py (0 sin, 1 cos, 2 zero)."""
     width = spec.d_model // 2 if spec.dims == 2 else spec.d_model
-    freq, kind = layouts.columns(width, spec.layout)
-    e = np.array([float(f) for f in frequencies.exponents(width, spec.layout, spec.exponent)])[freq]
+    freq, kind = sinusoid_layouts.columns(width, spec.layout)
+    e = np.array([float(f) for f in sinusoid_frequencies.exponents(width, spec.layout, spec.exponent)])[freq]
     coord = np.zeros(width, dtype=np.int64)
     if spec.dims == 2:
         return np.concatenate([coord, coord + 1]), np.concatenate([e, e]), np.concatenate([kind, kind])

@@ -34,6 +34,7 @@ from conformance.core.tensors import abs_error, check_tensor
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.rope2d.rotation import score
 from conformance.rope2d.spec import Rope2dSpec
+from reference.rope2d import backward as reference_backward
 
 
 def _kw(spec) -> dict:
@@ -43,9 +44,8 @@ def _kw(spec) -> dict:
 
 def vjp(g, coords, spec, layout=None) -> np.ndarray:
     """grad_x = R^T g (float64 like g); layout: the pair layout (default the spec's)."""
-    from reference.rope2d import backward
-
-    return backward.apply_vjp(np.asarray(g, dtype=np.float64), coords, layout=layout or spec.layout, **_kw(spec))
+    return reference_backward.apply_vjp(np.asarray(g, dtype=np.float64), coords, layout=layout or spec.layout,
+                                        **_kw(spec))
 
 
 def grade_gradient(spec, prepared, g, grad) -> Graded:
@@ -66,11 +66,9 @@ def grade_gradient(spec, prepared, g, grad) -> Graded:
 def candidates(g, coords, spec) -> list:
     """[(code, message, wrong gradient, spec of its budget)]: reference.rope2d.backward's mutants
     (with CLS tokens: their gradient dropped)."""
-    from reference.rope2d import backward
-
     other = "interleaved" if spec.layout == "half" else "half"
     out = []
-    for code, wrong in backward.mutants(g, coords, layout=spec.layout, **_kw(spec)).items():
+    for code, wrong in reference_backward.mutants(g, coords, layout=spec.layout, **_kw(spec)).items():
         for message, grad in wrong:
             out.append((code, message, grad, dataclasses.replace(spec, layout=other) if code == "backward-layout"
                         else spec))

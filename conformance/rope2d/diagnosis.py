@@ -7,7 +7,8 @@ import numpy as np
 
 from conformance.results import Diagnosis
 from conformance.rope2d.rotation import reference
-from reference import rope
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 
 
 def _one_ladder(x, coords, spec):
@@ -15,8 +16,8 @@ def _one_ladder(x, coords, spec):
     coordinate and the rest at the second's, CLS tokens left alone."""
     c = np.asarray(coords)[..., ::-1] if tuple(spec.order) == ("y", "x") else np.asarray(coords)
     d = spec.head_dim
-    first, second = rope.pair_indices(d, spec.layout)
-    theta = rope.inv_freq(d, spec.base)
+    first, second = pair_indices(d, spec.layout)
+    theta = inv_freq(d, spec.base)
     axis = np.repeat([0, 1], d // 4)
     ang = c[..., axis].astype(np.float64) * theta
     out = np.array(x, dtype=np.float64, copy=True)

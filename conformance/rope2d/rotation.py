@@ -12,7 +12,9 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core import rotation_budgets as budgets
 from conformance.core.tensors import argmax_index, finite_max, over_budget, per_position_curve, ratio_max, token_max
-from reference import rope, rope2d
+from reference import rope2d
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 
 
 def reference(x, coords, spec, **changes):
@@ -27,7 +29,7 @@ def pair_angles(coords, spec) -> np.ndarray:
     c = np.asarray(coords, dtype=np.float64)
     if tuple(spec.order) == ("y", "x"):
         c = c[..., ::-1]
-    theta = rope.inv_freq(spec.head_dim // 2, spec.base)
+    theta = inv_freq(spec.head_dim // 2, spec.base)
     return np.abs(np.concatenate([c[..., :1] * theta, c[..., 1:] * theta], axis=-1))
 
 
@@ -36,7 +38,7 @@ def score(graded: Graded, profile: str, spec, dtype: str, x, coords, err) -> Non
     the rotation budget of the pairs of x at |c theta_k| (CLS tokens: the passthrough budget of x).
     (The backward grades its gradient with the cotangent as x: conformance.rope2d.backward.)"""
     d = spec.head_dim
-    first, second = rope.pair_indices(d, spec.layout)
+    first, second = pair_indices(d, spec.layout)
     mag = np.abs(x[..., first]) + np.abs(x[..., second])
     if spec.freqs is None:
         phi = pair_angles(coords, spec)[:, :, None, :]

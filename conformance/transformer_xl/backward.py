@@ -60,7 +60,8 @@ from conformance.results import Diagnosis
 from conformance.transformer_xl.position_term import position_terms
 from conformance.training import cotangent
 from conformance.transformer_xl.spec import TransformerXLSpec
-from reference import sinusoidal, transformer_xl
+from reference import transformer_xl
+from reference.numerics.sinusoid import table as sinusoid_table
 from reference.transformer_xl import backward as reference_backward
 
 ROLES = reference_backward.ROLES
@@ -198,8 +199,8 @@ def _interleaved_w_grad(inputs, G, spec) -> np.ndarray:
     qlen, n_head, d_head = q.shape
     dist = transformer_xl.distances(qlen, spec.mlen, spec.clamp_len)
     values, index = np.unique(dist, return_inverse=True)
-    R = sinusoidal.table(values, spec.d_model, layout="interleaved", exponent="2i/d", base=transformer_xl.BASE,
-                         backend="numpy")
+    R = sinusoid_table(values, spec.d_model, layout="interleaved", exponent="2i/d", base=transformer_xl.BASE,
+                       backend="numpy")
     A = np.zeros((values.size, n_head, d_head))
     np.add.at(A, index.reshape(dist.shape), np.einsum("hij,ihe->ijhe", G / math.sqrt(d_head), q + v))
     return A.reshape(values.size, n_head * d_head).T @ R

@@ -15,7 +15,7 @@ import numpy as np
 
 from conformance.core.mutants import Mutant, closest_mutant
 from conformance.results import Diagnosis
-from reference import sinusoidal
+from reference.numerics.sinusoid import table as sinusoid_table
 from reference.transformer_xl import BASE
 
 
@@ -24,7 +24,7 @@ def model_scores(q, k, u, v, w, dist, d_model, layout="concatenated") -> np.ndar
     R in the given sinusoid layout, dist int64 [qlen, klen] (already clamped)."""
     qlen, n_head, d_head = q.shape
     values, index = np.unique(dist, return_inverse=True)
-    R = sinusoidal.table(values, d_model, layout=layout, exponent="2i/d", base=BASE, backend="numpy")
+    R = sinusoid_table(values, d_model, layout=layout, exponent="2i/d", base=BASE, backend="numpy")
     r = (R @ w.T).reshape(-1, n_head, d_head)[index.reshape(dist.shape)]
     content = np.einsum("ihe,jhe->hij", q + u, k)
     position = np.einsum("ihe,ijhe->hij", q + v, r)

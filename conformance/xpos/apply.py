@@ -28,7 +28,7 @@ from conformance.training import gradcheck_identity
 from conformance.xpos import backward, diagnosis, rotation
 from conformance.xpos.backward import gradcheck_case
 from conformance.xpos.rotation import fit_centre, reference
-from reference import rope
+from reference.numerics.layouts import pair_indices
 
 
 class XposApply(Protocol):
@@ -90,7 +90,7 @@ class XposApply(Protocol):
     def locate(self, case, spec, prepared, index) -> str:
         which, b, s, h, d = index
         m = int(prepared.inputs_f64["positions"][b, s])
-        first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+        first, second = pair_indices(spec.rotary_dim, spec.layout)
         pair = int(np.flatnonzero((first == d) | (second == d))[0]) if d < spec.rotary_dim else None
         where = f"{('query', 'key')[which]}, batch row {b}, position {m} (token {s}), head {h}, dim {d}"
         return where + (f" (pair {pair})" if pair is not None else " (past rotary_dim)")

@@ -39,6 +39,8 @@ from conformance.core.rotation_backward import explain_gradient, missing_gradien
 from conformance.training import cotangent
 from conformance.xpos.rotation import fit_centre
 from conformance.xpos.spec import XposSpec
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 from reference.xpos import backward as reference_backward
 
 ROLES = ("q", "k")
@@ -153,12 +155,10 @@ def _scaled_budget(proto, g, positions, spec, centre, sign, dtype):
 
 def _unscaled_budget(g, positions, spec, dtype):
     """RoPE's per-element rotation budget of g at positions (the scale left out)."""
-    from reference import rope
-
     r = spec.rotary_dim
-    first, second = rope.pair_indices(r, spec.layout)
+    first, second = pair_indices(r, spec.layout)
     mag = np.abs(g[..., first]) + np.abs(g[..., second])
-    phi = np.abs(np.asarray(positions, dtype=np.float64))[:, :, None, None] * rope.inv_freq(r, spec.base)
+    phi = np.abs(np.asarray(positions, dtype=np.float64))[:, :, None, None] * inv_freq(r, spec.base)
     pair = budgets.rotation_budget(mag, phi, r, spec.base, dtype, "standard")
     out = np.empty(g.shape)
     out[..., first] = pair

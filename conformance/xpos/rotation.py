@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import rotation_budgets as budgets, tolerance
-from reference import rope, xpos
+from reference import xpos
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 
 
 def reference(q, k, positions, spec, centre=0.0):
@@ -17,7 +19,7 @@ def reference(q, k, positions, spec, centre=0.0):
 
 
 def pair_norms(x, spec):
-    first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+    first, second = pair_indices(spec.rotary_dim, spec.layout)
     return np.hypot(x[..., first], x[..., second])
 
 
@@ -47,9 +49,9 @@ def budget(x, positions, spec, centre, sign, dtype, profile) -> np.ndarray:
     rotation budget times the pair's scale, the scale's own error and a subnormal floor (module
     docstring of apply.py); the tail past rotary_dim passes through."""
     r = spec.rotary_dim
-    first, second = rope.pair_indices(r, spec.layout)
+    first, second = pair_indices(r, spec.layout)
     mag = np.abs(x[..., first]) + np.abs(x[..., second])
-    theta = rope.inv_freq(r, spec.base)
+    theta = inv_freq(r, spec.base)
     phi = np.abs(np.asarray(positions, dtype=np.float64))[:, :, None, None] * theta
     lnz = np.log(xpos.zeta(r, spec.gamma))
     e = sign * (np.asarray(positions, dtype=np.float64) - centre)[:, :, None, None] / spec.scale_base

@@ -128,11 +128,11 @@ def score_vjp(G, q, k, q_positions, k_positions, *, kernel, rotary_dim=None, bas
         for i in range(sq):
             terms = [(cot[bi, h, i, j], int(dist[bi, i, j]), kx[bi, j, h]) for j in range(sk)]
             for e in range(d):
-                grad_q[bi, i, h, e] = phase._settle(_gradient(terms, e, 1, table, first, second, r, factor))
+                grad_q[bi, i, h, e] = phase.settle(_gradient(terms, e, 1, table, first, second, r, factor))
         for j in range(sk):
             terms = [(cot[bi, h, i, j], int(dist[bi, i, j]), qx[bi, i, h]) for i in range(sq)]
             for e in range(d):
-                grad_k[bi, j, h, e] = phase._settle(_gradient(terms, e, -1, table, first, second, r, factor))
+                grad_k[bi, j, h, e] = phase.settle(_gradient(terms, e, -1, table, first, second, r, factor))
     return grad_q, grad_k
 
 
@@ -197,7 +197,7 @@ def _gradient(terms, e, sign, table, first, second, r, factor):
             if pair is None:  # the tail: the plain product
                 val, err = mpmath.mpf(float(v[e])), mpmath.mpf(0)
             else:
-                c, s, cs_err = phase._exact_cs(table, dv, pair, prec)
+                c, s, cs_err = phase.exact_cos_sin(table, dv, pair, prec)
                 a, b = mpmath.mpf(float(v[first[pair]])), mpmath.mpf(float(v[second[pair]]))
                 s = sign * s
                 val = a * c - b * s if is_first else a * s + b * c

@@ -119,7 +119,7 @@ def kernel(positions, kernel, mode="fast") -> np.ndarray:
         mf = m.astype(np.float64)
         return _gaussian_term(mf, a1, s1) + _gaussian_term(mf, a2, s2)
     factor = _factor(kernel)
-    flat = [phase._settle(lambda prec, p=int(p): (factor(prec, p), abs(factor(prec, p)) * mpmath.mpf(2) ** (4 - prec)))
+    flat = [phase.settle(lambda prec, p=int(p): (factor(prec, p), abs(factor(prec, p)) * mpmath.mpf(2) ** (4 - prec)))
             for p in m.reshape(-1)]
     return np.array(flat, dtype=np.float64).reshape(m.shape)
 
@@ -166,8 +166,8 @@ def _fast_entry(params):
 
 
 def fast_kernel_values(flat, kernel) -> np.ndarray:
-    """float64 [len(flat)]: K(m) at phase.PREC_BITS rounded once (phase._to_double), for int64 flat
-    positions: exactly what ``phase._fast_factors`` gives for the factor of ``apply``, evaluated
+    """float64 [len(flat)]: K(m) at phase.PREC_BITS rounded once (phase.to_double), for int64 flat
+    positions: exactly what ``phase.rounded_factors`` gives for the factor of ``apply``, evaluated
     once per distinct |m| below ``zero_from`` and 0.0 past it."""
     params = check_kernel(kernel)
     zero, known = _fast_entry(params)
@@ -181,7 +181,7 @@ def fast_kernel_values(flat, kernel) -> np.ndarray:
         if v is None:
             if factor is None:
                 factor = _factor(kernel)
-            v = phase._to_double(factor(phase.PREC_BITS, n))
+            v = phase.to_double(factor(phase.PREC_BITS, n))
             with _fast_lock:
                 if len(known) < FAST_CACHE_POSITIONS:
                     known[n] = v
@@ -245,7 +245,7 @@ def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000
     for b_, h, i, j in np.ndindex(nb, nh, sq, sk):
         qv, kv = qx[b_, i, h], kx[b_, j, h]
         d = int(kp[b_, j]) - int(qp[b_, i])
-        out[b_, h, i, j] = phase._settle(_score_compute(qv, kv, d, table, first, second, r, factor))
+        out[b_, h, i, j] = phase.settle(_score_compute(qv, kv, d, table, first, second, r, factor))
     return out
 
 
@@ -256,7 +256,7 @@ def _score_compute(qv, kv, d, table, first, second, r, factor):
         ulp = mpmath.mpf(2) ** (8 - prec)  # each mpmath operation at prec bits, with margin
         total, bound = mpmath.mpf(0), mpmath.mpf(0)
         for i, (a, bb) in enumerate(zip(first, second)):
-            c, s, err = phase._exact_cs(table, d, i, prec)  # err: absolute, on cos and sin
+            c, s, err = phase.exact_cos_sin(table, d, i, prec)  # err: absolute, on cos and sin
             qa, qb, ka, kb = (mpmath.mpf(float(v)) for v in (qv[a], qv[bb], kv[a], kv[bb]))
             total += (qa * ka + qb * kb) * c + (qb * ka - qa * kb) * s
             bound += (abs(qa) + abs(qb)) * (abs(ka) + abs(kb)) * (2 * err + ulp)

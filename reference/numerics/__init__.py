@@ -5,7 +5,8 @@
 - ddmath.py: double-double arithmetic and the exact integer Payne-Hanek reduction (plain Python,
   compiled by Numba for the cpu and cuda kernels);
 - phase.py: frequency tables (``FrequencyTable``, ``table_from_mp``, ``ladder``) and the exact
-  phase m theta: cos/sin tables and rotations by a table, fast or correctly rounded (golden);
+  phase m theta: cos/sin tables and rotations by a table, fast or correctly rounded (golden), and
+  the golden building blocks (``to_double``, ``settle``, ``exact_cos_sin``, ``rounded_factors``);
 - numpy_twin.py: the phase in vectorised NumPy (backend "numpy", independent of the kernels);
 - cpu_kernels.py / cuda_kernels.py: the phase's Numba kernels (backends "cpu", "cuda");
 - stream_kernels.py: the one-pass cpu rotation by per-pair streams and amplitudes;
@@ -17,6 +18,9 @@
 - rotation.py, rotation_backward.py, rotation_oracle.py: the rotation by those frequencies
   (RoPE's apply / cos_sin, reused by every rotary family), its VJP and adjoint helpers, and its
   mpmath oracle;
+- sinusoid.py, sinusoid_frequencies.py, sinusoid_layouts.py, sinusoid_validate.py: sinusoidal
+  position tables (the sinusoidal family's ``table``, Transformer-XL's R): frequency rules, column
+  layouts and checks;
 - log1p.py: log1p of a product without overflow (KERPLE, FIRE);
 - bias/: the relative-position biases (ALiBi, KERPLE, FIRE and its backward, T5 buckets) with
   their kernels and mpmath oracles, shared by their families and the attention composite.

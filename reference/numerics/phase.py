@@ -19,6 +19,14 @@ API (shapes in the docstrings):
 - ``rotate_table(x, positions, table, *, layout, rotary_dim, backend, mode)``: rotate the pairs of
   x [batch, seq, heads, head_dim] by a table with n == rotary_dim // 2.
 
+The golden building blocks, for a family whose formula puts more around the rotation (an
+amplitude, a score, a gradient) and rounds its own results:
+
+- ``to_double(x)``: the float64 nearest to an mpf;
+- ``settle(compute)``: Ziv's loop, the nearest double to a real known to within a bound;
+- ``exact_cos_sin(table, m, i, prec)``: mpf cos and sin of m * theta_i with an error bound;
+- ``rounded_factors(factor, flat, pairs)``: fast mode's amplitudes, rounded once.
+
 Supported range (documented limits, refused with ``ValueError`` outside): frequencies in
 [2**-64, 2**20], positions |m| <= 2**53.
 
@@ -74,9 +82,17 @@ __all__ = [
     "MIN_FREQUENCY",
     "MODES",
     "cos_sin_table",
+    "exact_cos_sin",
     "ladder",
     "rotate_table",
+    "rounded_factors",
+    "rotate_streams",
+    "scaled_cos_sin",
+    "scaled_rotate",
+    "settle",
+    "stream_cos_sin",
     "table_from_mp",
+    "to_double",
 ]
 
 MODES = ("fast", "golden")
@@ -409,10 +425,15 @@ def _kernels(backend):
 _ZIV_PRECISIONS = (192, 384, 768, 1536, 3072)
 
 
-def _to_double(x):
-    """The float64 nearest to the mpf x (ties to even; subnormals rounded once; +-inf past the
-    overflow threshold). Independent of oracle.nearest_double on purpose: it rounds with
-    mpmath's own 53-bit rounding, and in fixed point below 2**-1022."""
+def to_double(x) -> float:
+    """The float64 nearest to the real x (an mpf): IEEE 754 round to nearest, ties to even.
+
+    Contract: correctly rounded at every magnitude; below 2**-1022 the value is rounded once, in
+    fixed point at 2**-1074 (gradual underflow, no double rounding); +-inf where x rounds to
+    2**1024 or beyond; 0.0 for x == 0 (the sign of a zero is not kept). It does not depend on the
+    mpmath working precision in force. Independent of golden.certify.nearest_double on purpose
+    (which the oracles use): it rounds with mpmath's own 53-bit rounding instead.
+    """
     if x == 0:
         return 0.0
     ax = abs(x)
@@ -427,23 +448,41 @@ def _to_double(x):
     return math.ldexp(int(k), -1074)
 
 
-def _settle(compute):
-    """Ziv's loop: compute(prec) -> (value mpf, absolute error bound mpf); return the nearest
-    double once both ends of the error interval round to the same double."""
+_to_double = to_double  # the former private name, still read by tests/rope, tests/xpos, tests/gaussian_rope
+
+
+def settle(compute) -> float:
+    """The float64 nearest to an exact real y, by Ziv's rounding test (Ziv 1991, "Fast evaluation
+    of elementary mathematical functions with correctly rounded last bit").
+
+    compute: callable(prec) -> (value, err), both mpf, with |value - y| <= err, evaluated at
+    about ``prec`` bits (it is called under mpmath.workprec(prec + 16)). For prec = 192, 384, ...,
+    3072 in turn, the first time ``to_double(value - err) == to_double(value + err)`` the common
+    rounding is returned: it is then certainly the nearest double to y. If no precision settles
+    (y exactly on a rounding boundary), ``to_double(value)`` at 3072 bits, the best available.
+    """
     r = 0.0
     for prec in _ZIV_PRECISIONS:
         with mpmath.workprec(prec + 16):
             value, err = compute(prec)
-            lo_r = _to_double(value - err)
-            hi_r = _to_double(value + err)
-            r = _to_double(value)
+            lo_r = to_double(value - err)
+            hi_r = to_double(value + err)
+            r = to_double(value)
         if lo_r == hi_r:
             return r
     return r  # an exact result on a rounding boundary (or zero): the best available
 
 
-def _exact_cs(table, m, i, prec):
-    """cos and sin of m * theta_i at ``prec`` bits, with an absolute error bound."""
+def exact_cos_sin(table, m, i, prec):
+    """(cos, sin, err): mpf cos(m theta_i) and sin(m theta_i) and an absolute bound err on the
+    error of each, for the ``FrequencyTable`` table, an int position m and a pair i in
+    range(table.count).
+
+    theta_i is the table's frequency re-evaluated at ``prec`` bits (``FrequencyTable.mp_values``,
+    cached per precision); err = (|m theta_i| + 1) 2**(8 - prec) covers the rounding of theta_i,
+    the product and mpmath's cos and sin. Call it under mpmath.workprec(prec + 16) or more (as
+    the compute of ``settle`` is): the building block of every golden value past the kernels.
+    """
     theta = table.mp_values(prec)[i]
     ang = m * theta
     err = (abs(ang) + 1) * mpmath.mpf(2) ** (8 - prec)
@@ -455,15 +494,15 @@ def _fix_cos_sin(c, s, flags, flat, table):
         m = int(flat[t])
 
         def cos_of(prec, m=m, i=i):
-            cv, _, err = _exact_cs(table, m, int(i), prec)
+            cv, _, err = exact_cos_sin(table, m, int(i), prec)
             return cv, err
 
         def sin_of(prec, m=m, i=i):
-            _, sv, err = _exact_cs(table, m, int(i), prec)
+            _, sv, err = exact_cos_sin(table, m, int(i), prec)
             return sv, err
 
-        c[t, i] = _settle(cos_of)
-        s[t, i] = _settle(sin_of)
+        c[t, i] = settle(cos_of)
+        s[t, i] = settle(sin_of)
 
 
 def _fix_rotate(out, original, flags, m, table, r, layout):
@@ -477,15 +516,15 @@ def _fix_rotate(out, original, flags, m, table, r, layout):
         pos = int(m[bi, si])
 
         def first(prec, a=a, b=b, pos=pos, i=i):
-            cv, sv, err = _exact_cs(table, pos, int(i), prec)
+            cv, sv, err = exact_cos_sin(table, pos, int(i), prec)
             return mpmath.mpf(a) * cv - mpmath.mpf(b) * sv, (abs(a) + abs(b)) * err
 
         def second(prec, a=a, b=b, pos=pos, i=i):
-            cv, sv, err = _exact_cs(table, pos, int(i), prec)
+            cv, sv, err = exact_cos_sin(table, pos, int(i), prec)
             return mpmath.mpf(a) * sv + mpmath.mpf(b) * cv, (abs(a) + abs(b)) * err
 
-        out[bi, si, h, j0] = _settle(first)
-        out[bi, si, h, j1] = _settle(second)
+        out[bi, si, h, j0] = settle(first)
+        out[bi, si, h, j1] = settle(second)
 
 
 
@@ -500,15 +539,15 @@ def scaled_cos_sin(m, table, factor, backend, mode):
     double to the exact f cos (f sin), evaluated here in mpmath (Ziv's loop)."""
     flat = m.reshape(-1)
     if mode == "fast":
-        f = _fast_factors(factor, flat, table.count).reshape(m.shape + (table.count,))
+        f = rounded_factors(factor, flat, table.count).reshape(m.shape + (table.count,))
         c, s = _cos_sin(m, table, backend, "fast")
         return c * f, s * f
     c = np.empty((flat.size, table.count))
     s = np.empty_like(c)
     for t in range(flat.size):
         for i in range(table.count):
-            c[t, i] = _settle(_scaled(factor, table, int(flat[t]), i, 1, 0))
-            s[t, i] = _settle(_scaled(factor, table, int(flat[t]), i, 0, 1))
+            c[t, i] = settle(_scaled(factor, table, int(flat[t]), i, 1, 0))
+            s[t, i] = settle(_scaled(factor, table, int(flat[t]), i, 0, 1))
     shape = m.shape + (table.count,)
     return c.reshape(shape), s.reshape(shape)
 
@@ -545,11 +584,11 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
         if fast_factors is not None:
             f = np.asarray(fast_factors(flat), dtype=np.float64)
         else:
-            f = _fast_factors(factor, flat, r // 2, per_pair=per_pair)
+            f = rounded_factors(factor, flat, r // 2, per_pair=per_pair)
         f = f.reshape(m.shape + ((r // 2,) if per_pair else ()))
         tail = None
         if scale_tail and out.shape[3] > r:
-            tail = f if not per_pair else _fast_factors(
+            tail = f if not per_pair else rounded_factors(
                 lambda prec, p, i: factor(prec, p, None), flat, 1, per_pair=False).reshape(m.shape)
         if backend == "cpu" and out.size:
             from . import stream_kernels  # numba start-up: imported on first use
@@ -574,29 +613,36 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
             a, b = float(out[bi, si, h, j0]), float(out[bi, si, h, j1])
             if not (math.isfinite(a) and math.isfinite(b)):
                 c, s = _cos_sin(np.array([pos]), table, backend, "golden")
-                f = _to_double(factor(PREC_BITS, pos, i))
+                f = to_double(factor(PREC_BITS, pos, i))
                 out[bi, si, h, j0], out[bi, si, h, j1] = f * (a * c[0, i] - b * s[0, i]), f * (a * s[0, i] + b * c[0, i])
                 continue
-            out[bi, si, h, j0] = _settle(_scaled(factor, table, pos, i, a, -b))
-            out[bi, si, h, j1] = _settle(_scaled(factor, table, pos, i, b, a))
+            out[bi, si, h, j0] = settle(_scaled(factor, table, pos, i, a, -b))
+            out[bi, si, h, j1] = settle(_scaled(factor, table, pos, i, b, a))
         if scale_tail:
             for j in range(r, out.shape[3]):
                 v = float(out[bi, si, h, j])
-                out[bi, si, h, j] = (_to_double(factor(PREC_BITS, pos, None)) * v if not math.isfinite(v)
-                                     else _settle(lambda prec, v=v, pos=pos: (factor(prec, pos, None) * mpmath.mpf(v),
+                out[bi, si, h, j] = (to_double(factor(PREC_BITS, pos, None)) * v if not math.isfinite(v)
+                                     else settle(lambda prec, v=v, pos=pos: (factor(prec, pos, None) * mpmath.mpf(v),
                                                                               abs(v) * mpmath.mpf(2) ** (8 - prec))))
     return out
 
 
-def _fast_factors(factor, flat, pairs, *, per_pair=True):
-    """float64 [len(flat), pairs]: factor(PREC_BITS, m, i) rounded, once per distinct (m, i);
-    per_pair=False: float64 [len(flat)], factor(PREC_BITS, m, None) once per distinct m."""
+def rounded_factors(factor, flat, pairs, *, per_pair=True) -> np.ndarray:
+    """The amplitudes of fast mode, each evaluated in mpmath at PREC_BITS and rounded once.
+
+    factor: callable(prec, m, i) -> mpf, the amplitude at position m of pair i (None: the tail),
+    as ``scaled_rotate`` takes it. flat: int64 positions [n]. Returns float64 [n, pairs] with
+    entry [t, i] = to_double(factor(PREC_BITS, flat[t], i)), factor called once per distinct
+    (m, i); per_pair=False: float64 [n], to_double(factor(PREC_BITS, flat[t], None)), once per
+    distinct m. A family computing the same values faster (``scaled_rotate``'s fast_factors)
+    must return exactly these.
+    """
     values, inverse = np.unique(flat, return_inverse=True)
     if per_pair:
-        per = [[_to_double(factor(PREC_BITS, p, i)) for i in range(pairs)] for p in values.tolist()]
+        per = [[to_double(factor(PREC_BITS, p, i)) for i in range(pairs)] for p in values.tolist()]
         table = np.array(per, dtype=np.float64).reshape(values.size, pairs)
     else:
-        table = np.array([_to_double(factor(PREC_BITS, p, None)) for p in values.tolist()], dtype=np.float64)
+        table = np.array([to_double(factor(PREC_BITS, p, None)) for p in values.tolist()], dtype=np.float64)
     return table[inverse.reshape(-1)]
 
 
@@ -604,7 +650,7 @@ def _scaled(factor, table, m, i, u, v):
     """compute(prec) for Ziv's loop: f (u cos + v sin) of m * theta_i, u and v exact doubles."""
 
     def compute(prec):
-        cv, sv, err = _exact_cs(table, m, i, prec)
+        cv, sv, err = exact_cos_sin(table, m, i, prec)
         f = factor(prec, m, i)
         return f * (mpmath.mpf(u) * cv + mpmath.mpf(v) * sv), abs(f) * (abs(u) + abs(v) + 1) * err * 2
 
@@ -647,6 +693,6 @@ def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, b
         for i in range(pairs):
             m, e = int(streams[stream_of_pair[i]][bi, si]), int(entry_of_pair[i])
             a, b = float(a_row[i]), float(b_row[i])
-            out[bi, si, h, first[i]] = _settle(_scaled(one, table, m, e, a, -b))
-            out[bi, si, h, second[i]] = _settle(_scaled(one, table, m, e, b, a))
+            out[bi, si, h, first[i]] = settle(_scaled(one, table, m, e, a, -b))
+            out[bi, si, h, second[i]] = settle(_scaled(one, table, m, e, b, a))
     return out

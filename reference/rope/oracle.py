@@ -89,7 +89,12 @@ def pair_ulp_error(computed, exact, x, rotary_dim=None, layout="half"):
 def _nearest_settled(compute, prec=PREC_BITS):
     """Round each value of compute(prec) -> ([mpf values], mpf absolute error bound) to the
     nearest double, doubling prec (up to 8x) until both ends of every error interval round the
-    same way. Returns a list of floats."""
+    same way. Returns a list of floats.
+
+    Not reference.numerics.phase.settle on purpose: the oracle shares no code with the float64
+    reference it certifies (tests/rope compares phase's golden values with this), it rounds with
+    golden.certify.nearest_double rather than phase.to_double, and it settles several values
+    under one bound from the caller's precision up."""
     out = []
     for p in (prec, 2 * prec, 4 * prec, 8 * prec):
         with mpmath.workprec(p + 16):

@@ -73,7 +73,7 @@ def _mixed(out, c, freqs, layout, start, mode):
             fx, fy = float(f[0, h, i]), float(f[1, h, i])
             cx, cy = int(c[bi, si, 0]), int(c[bi, si, 1])
             for j, (u, v) in ((first[i], (a_row[i], -b_row[i])), (second[i], (b_row[i], a_row[i]))):
-                out[bi, si, h, j] = phase._settle(_mixed_compute(cx, cy, fx, fy, float(u), float(v)))
+                out[bi, si, h, j] = phase.settle(_mixed_compute(cx, cy, fx, fy, float(u), float(v)))
     return out
 
 

@@ -1,7 +1,9 @@
 """reference.sinusoidal: sinusoidal absolute position tables (Vaswani, tensor2tensor, fairseq,
 Transformer-XL, MAE 2-D) in float64.
 
-Public API (core.py for formulas, sources and shapes):
+Public API (re-exported from the family-free reference/numerics/sinusoid.py, which Transformer-XL
+shares; formulas, sources and shapes there, frequency rules in sinusoid_frequencies.py, column
+layouts in sinusoid_layouts.py):
 
 - table(positions, d_model, *, layout, exponent, base, dims, backend, mode): PE rows
   [..., d_model];
@@ -11,7 +13,6 @@ Angles are reduced exactly by reference.numerics.phase for every |position| <= 2
 returns correctly rounded values. Backends "cpu", "cuda", "numpy". Never imports torch.
 """
 
-from ._validate import DIMS, EXPONENTS, LAYOUTS
-from .core import table
+from reference.numerics.sinusoid import DIMS, EXPONENTS, LAYOUTS, table
 
 __all__ = ["DIMS", "EXPONENTS", "LAYOUTS", "table"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from reference import sinusoidal
 from reference.identities import register
-from reference.sinusoidal import layouts
+from reference.numerics import sinusoid_layouts as layouts
 
 D = 64
 VARIANTS = (("interleaved", "2i/d"), ("interleaved", "2i/(d-2)"), ("concatenated", "2i/d"),

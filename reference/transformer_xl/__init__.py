@@ -20,8 +20,9 @@ API: ``score(q, k, u, v, r_weight, *, mlen, d_model, clamp_len, backend, mode)``
 klen], q [qlen, n_head, d_head], k [klen, n_head, d_head], u, v [n_head, d_head];
 ``distances(qlen, mlen, clamp_len)``; ``sinusoid(positions, d_model)`` (R rows); ``fast_bound``.
 Golden mode: every score computed at 200 bits from the exact sinusoid and rounded once (faithful,
-certified against oracle.py). Fast mode (cpu Numba, cuda, numpy; R from reference.sinusoidal's
-exactly reduced table): within ``fast_bound``. Never imports torch.
+certified against oracle.py). Fast mode (cpu Numba, cuda, numpy; R from the shared sinusoid
+table, reference/numerics/sinusoid.py, exactly reduced): within ``fast_bound``. Never imports
+torch.
 """
 
 from .core import BASE, distances, fast_bound, score, sinusoid

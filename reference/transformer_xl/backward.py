@@ -21,14 +21,15 @@ Shapes: G [n_head, qlen, klen]; q [qlen, n_head, d_head]; k [klen, n_head, d_hea
 d_head]; r_weight [n_head * d_head, d_model]. ``score_vjp`` returns {"q", "k", "u", "v",
 "r_weight"}, each shaped like its input.
 
-Modes. fast: float64 on a backend, R from reference.sinusoidal's fast table on the same backend:
-"numpy" (the default: einsum, A_t by np.add.at), "cpu" (Numba @njit kernels, cpu_kernels.py) or
-"cuda" (numba.cuda kernels, cuda_kernels.py, one thread per gradient element summing its terms in
-the CPU kernels' fixed order: deterministic); every backend within ``vjp_bound``. golden:
-every gradient element computed at 200 bits from the exact sinusoid and rounded once (a
-reduction: faithful, in practice correctly rounded unless the terms cancel to 2^-140 of their
-size). ``score_jvp`` gives J dx = score(dq, k, du, dv, W) + score(q, dk, u, v, dW) (bilinearity),
-which the identity transformer_xl.backward-adjoint checks against. Never imports torch.
+Modes. fast: float64 on a backend, R from the shared sinusoid table's fast mode
+(reference/numerics/sinusoid.py) on the same backend: "numpy" (the default: einsum, A_t by
+np.add.at), "cpu" (Numba @njit kernels, cpu_kernels.py) or "cuda" (numba.cuda kernels,
+cuda_kernels.py, one thread per gradient element summing its terms in the CPU kernels' fixed order:
+deterministic); every backend within ``vjp_bound``. golden: every gradient element computed at 200
+bits from the exact sinusoid and rounded once (a reduction: faithful, in practice correctly rounded
+unless the terms cancel to 2^-140 of their size). ``score_jvp`` gives J dx = score(dq, k, du, dv, W)
++ score(q, dk, u, v, dW) (bilinearity), which the identity transformer_xl.backward-adjoint checks
+against. Never imports torch.
 """
 
 from __future__ import annotations

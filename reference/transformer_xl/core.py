@@ -9,8 +9,8 @@ import numbers
 import mpmath
 import numpy as np
 
-from reference import sinusoidal
 from reference.golden.certify import nearest_double
+from reference.numerics.sinusoid import table as sinusoid_table
 from reference.numerics.validate import check_backend, check_mode
 
 BASE = 10000.0
@@ -76,10 +76,11 @@ def inv_freq_mp(d_model: int) -> list:
 
 def sinusoid(positions, d_model: int, *, backend="cpu", mode="fast") -> np.ndarray:
     """R_p = [sin(p w) | cos(p w)] float64 [n, d_model] for integer positions [n] (Transformer-XL
-    ``PositionalEmbedding``, concatenated halves, w_c = 10000^(-2c/d_model)); reference.sinusoidal's
-    exactly reduced table: fast within 1.5 ulp, golden correctly rounded."""
-    return sinusoidal.table(np.asarray(positions, dtype=np.int64), d_model, layout="concatenated",
-                            exponent="2i/d", base=BASE, backend=backend, mode=mode)
+    ``PositionalEmbedding``, concatenated halves, w_c = 10000^(-2c/d_model)): the shared sinusoid
+    table (reference/numerics/sinusoid.py, sinusoidal's too), exactly reduced: fast within 1.5 ulp,
+    golden correctly rounded."""
+    return sinusoid_table(np.asarray(positions, dtype=np.int64), d_model, layout="concatenated",
+                          exponent="2i/d", base=BASE, backend=backend, mode=mode)
 
 
 def _distance_table(qlen, mlen, clamp_len):

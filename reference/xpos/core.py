@@ -86,7 +86,7 @@ def fast_scales(flat, rotary_dim, scale_base, gamma, centre, sign, factor):
     hi, lo = _log_zeta(int(rotary_dim), float(gamma))
     out, flags = cpu_kernels.scales(values, centre, scale_base, sign, hi, lo)
     for t, i in zip(*np.nonzero(flags)):
-        out[t, i] = phase._to_double(factor(phase.PREC_BITS, int(values[t]), int(i)))
+        out[t, i] = phase.to_double(factor(phase.PREC_BITS, int(values[t]), int(i)))
     return out[inverse.reshape(-1)]
 
 

@@ -1,4 +1,4 @@
-"""Argument checks of the public sinusoidal functions: each failure is a one-line ValueError whose
+"""Argument checks of the sinusoidal tables (sinusoid.py): each failure is a one-line ValueError whose
 message starts with the argument's name."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import numbers
 
 import numpy as np
 
-from reference.numerics.validate import BACKENDS, MAX_ABS_POSITION, check_backend, check_mode  # noqa: F401
+from .validate import BACKENDS, MAX_ABS_POSITION, check_backend, check_mode  # noqa: F401
 
 LAYOUTS = ("interleaved", "concatenated")
 EXPONENTS = ("2i/d", "2i/(d-2)")
 DIMS = (1, 2)
 # Every frequency base**(-e) with e in [0, 2] (odd d_model with the 2i/(d-2) rule reaches e = 2)
-# must lie in [2**-64, 2**20], the range of reference.numerics.phase.
+# must lie in [2**-64, 2**20], the range of phase.py.
 MIN_BASE, MAX_BASE = 1.0, 2.0**32
 
 

@@ -1,8 +1,8 @@
 """The frequency rules of sinusoidal tables, one function per rule, registered in ``RULES``.
 
-Each rule gives the exponent e_i of w_i = base**(-e_i) for i = 0 .. n-1 (n from layouts.py) as an
-exact fraction, and ``table(d, layout, exponent, base)`` turns them into a
-``reference.numerics.phase.FrequencyTable`` (the family-free exact phase code shared with RoPE).
+Each rule gives the exponent e_i of w_i = base**(-e_i) for i = 0 .. n-1 (n from
+sinusoid_layouts.py) as an exact fraction, and ``table(d, layout, exponent, base)`` turns them into
+a ``phase.FrequencyTable`` (the exact phase code shared with RoPE).
 
 - ``2i/d`` (Vaswani et al. 2017, sec. 3.5: PE(pos, 2i) = sin(pos / 10000**(2i / d_model));
   Transformer-XL ``inv_freq = 1 / 10000**(arange(0, d, 2) / d)``; MAE
@@ -25,9 +25,8 @@ from fractions import Fraction
 
 import mpmath
 
-from reference.numerics import phase
-
-from .layouts import frequency_count
+from . import phase
+from .sinusoid_layouts import frequency_count
 
 
 def exponent_2i_over_d(i: int, d: int, layout: str) -> Fraction:

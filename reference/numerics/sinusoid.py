@@ -1,27 +1,28 @@
-"""Sinusoidal position tables in float64: PE(p) for integer positions, 1-D and 2-D.
+"""Sinusoidal position tables in float64: PE(p) for integer positions, 1-D and 2-D; family-free (the
+sinusoidal family exports ``table`` as its API, Transformer-XL builds its R from it).
 
 Formula (Vaswani et al. 2017, "Attention Is All You Need", sec. 3.5): for frequencies
-w_i = base**(-e_i) (frequencies.py) each row holds sin(p w_i) and cos(p w_i), placed by the layout
-(layouts.py). A 2-D table (MAE ``get_2d_sincos_pos_embed``,
+w_i = base**(-e_i) (sinusoid_frequencies.py) each row holds sin(p w_i) and cos(p w_i), placed by the
+layout (sinusoid_layouts.py). A 2-D table (MAE ``get_2d_sincos_pos_embed``,
 https://github.com/facebookresearch/mae/blob/main/util/pos_embed.py) concatenates two 1-D tables of
 width d_model / 2: the first for coordinate 0, the second for coordinate 1. MAE builds its grid
 with ``np.meshgrid(grid_w, grid_h)``, so its coordinate 0 is the column (w) and coordinate 1 the row
 (h) of token h * W + w.
 
-The angles p w_i are reduced exactly by reference.numerics.phase (the family-free frequency-table
-code), for every |p| <= 2**53, on the backends "cpu" (Numba), "cuda" (numba.cuda) and "numpy"
-(the independent twin). mode "golden": every value the float64 nearest to the exact sin / cos;
-"fast": within 1 ulp (reference/rope/ACCURACY.md). Placing the values is data movement only.
+The angles p w_i are reduced exactly by phase.py (the frequency-table code), for every
+|p| <= 2**53, on the backends "cpu" (Numba), "cuda" (numba.cuda) and "numpy" (the independent
+twin). mode "golden": every value the float64 nearest to the exact sin / cos; "fast": within 1 ulp
+(reference/rope/ACCURACY.md). Placing the values is data movement only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from reference.numerics import phase
-
-from . import frequencies, layouts
-from ._validate import (
+from . import phase
+from . import sinusoid_frequencies as frequencies
+from . import sinusoid_layouts as layouts
+from .sinusoid_validate import (
     DIMS,
     EXPONENTS,
     LAYOUTS,
@@ -32,6 +33,8 @@ from ._validate import (
     check_mode,
     check_positions,
 )
+
+__all__ = ["DIMS", "EXPONENTS", "LAYOUTS", "table", "table_1d"]
 
 
 def table_1d(positions, d_model, layout, exponent, base, backend, mode) -> np.ndarray:
@@ -47,7 +50,7 @@ def table(positions, d_model, *, layout="interleaved", exponent="2i/d", base=100
 
     positions: integers [...] (dims=1) or coordinates [..., 2] (dims=2); |p| <= 2**53.
     Returns [..., d_model]. layout: "interleaved" | "concatenated"; exponent: "2i/d" | "2i/(d-2)"
-    (frequencies.py); base > 1. dims=2: two 1-D tables of d_model / 2, each with this layout and
+    (sinusoid_frequencies.py); base > 1. dims=2: two 1-D tables of d_model / 2, each with this layout and
     exponent rule at its own width, for coordinate 0 then coordinate 1.
     """
     dims = check_choice(dims, "dims", DIMS)
