@@ -31,6 +31,7 @@ import numpy as np
 from conformance.core.mutants import Mutant, closest_mutant
 from conformance.learned import budgets
 from conformance.results import Diagnosis
+from reference import learned as learned_reference
 
 SHIFTS = (1, -1, 2, -2, 3, -3)
 ROBERTA_BASE_OFFSET = 2  # RoBERTa-base's padding_idx 1, plus 1
@@ -38,10 +39,8 @@ ROBERTA_BASE_OFFSET = 2  # RoBERTa-base's padding_idx 1, plus 1
 
 def reference_rows(positions, spec) -> np.ndarray:
     """The rows the reference reads (reference.learned.rows); ValueError past the wall."""
-    from reference.learned import rows
-
-    return rows(np.asarray(positions, dtype=np.int64), spec.num_positions, variant=spec.variant,
-                padding_idx=spec.padding_idx)
+    return learned_reference.rows(np.asarray(positions, dtype=np.int64), spec.num_positions,
+                                  variant=spec.variant, padding_idx=spec.padding_idx)
 
 
 def shifted_lookup(x, table, rows, shift, keep=None) -> np.ndarray:
@@ -137,9 +136,7 @@ def diagnose_lookup(x, positions, table, output, spec, dtype: str) -> list:
 
 def outside(positions, spec) -> np.ndarray:
     """bool [batch, seq]: the positions whose row is outside the table."""
-    from reference.learned import position_range
-
-    low, high = position_range(spec.num_positions, spec.variant, spec.padding_idx)
+    low, high = learned_reference.position_range(spec.num_positions, spec.variant, spec.padding_idx)
     p = np.asarray(positions, dtype=np.int64)
     return (p < low) | (p > high)
 
@@ -152,9 +149,7 @@ def _fmt(values, limit=4) -> str:
 
 def wall_summary(positions, spec) -> str:
     """'position(s) 512 past the 512-row table (positions 0..511)' for the offending positions."""
-    from reference.learned import position_range
-
-    low, high = position_range(spec.num_positions, spec.variant, spec.padding_idx)
+    low, high = learned_reference.position_range(spec.num_positions, spec.variant, spec.padding_idx)
     bad = np.asarray(positions)[outside(positions, spec)]
     return (f"position(s) {_fmt(bad)} outside the {spec.num_positions}-row table "
             f"(accepted positions {low}..{high})")

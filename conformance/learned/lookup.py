@@ -36,6 +36,7 @@ from conformance.learned.spec import spec_of
 from conformance.learned.backward import gradcheck_case
 from conformance.learned.diagnosis import reference_rows
 from conformance.training import gradcheck_identity
+from reference import learned as learned_reference
 
 
 class LearnedLookup(Protocol):
@@ -75,11 +76,9 @@ class LearnedLookup(Protocol):
         return diagnosis.missing_wall(case.arrays["positions"], spec)
 
     def reference(self, prepared: Prepared, spec) -> np.ndarray:
-        from reference.learned import lookup
-
         i = prepared.inputs_f64
-        return lookup(i["x"], i["positions"], i["table"], variant=spec.variant,
-                      padding_idx=spec.padding_idx, backend="numpy")
+        return learned_reference.lookup(i["x"], i["positions"], i["table"], variant=spec.variant,
+                                        padding_idx=spec.padding_idx, backend="numpy")
 
     def grade(self, case, spec, prepared, value) -> Graded:
         x = prepared.inputs_f64["x"]

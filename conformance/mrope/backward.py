@@ -31,15 +31,15 @@ from conformance.core.tensors import abs_error, check_tensor
 from conformance.mrope.rotation import score
 from conformance.core.rotation_backward import explain_gradient, missing_gradient
 from conformance.mrope.spec import MropeSpec
+from reference.mrope import backward as reference_backward
 
 
 def vjp(g, positions, spec, layout=None) -> np.ndarray:
     """grad_x = R^T g (float64 like g); layout: the pair layout (default the spec's)."""
-    from reference.mrope import backward
-
-    return backward.apply_vjp(np.asarray(g, dtype=np.float64), positions, mrope_section=spec.mrope_section,
-                              variant=spec.variant, rotary_dim=spec.rotary_dim, base=spec.base,
-                              layout=layout or spec.layout, backend="numpy")
+    return reference_backward.apply_vjp(np.asarray(g, dtype=np.float64), positions,
+                                        mrope_section=spec.mrope_section, variant=spec.variant,
+                                        rotary_dim=spec.rotary_dim, base=spec.base, layout=layout or spec.layout,
+                                        backend="numpy")
 
 
 def grade_gradient(spec, prepared, g, grad) -> Graded:
@@ -60,11 +60,9 @@ def grade_gradient(spec, prepared, g, grad) -> Graded:
 def candidates(g, positions, spec) -> list:
     """[(code, message, wrong gradient, spec of its budget)]: reference.mrope.backward's mutants,
     and the tail past rotary_dim dropped."""
-    from reference.mrope import backward
-
     other = "interleaved" if spec.layout == "half" else "half"
-    found = backward.mutants(g, positions, mrope_section=spec.mrope_section, variant=spec.variant,
-                             rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout)
+    found = reference_backward.mutants(g, positions, mrope_section=spec.mrope_section, variant=spec.variant,
+                                       rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout)
     out = []
     for code, wrong in found.items():
         for message, grad in wrong:

@@ -35,12 +35,11 @@ from conformance.core.rotation_backward import (cotangent_f64, cotangent_tensor,
 from conformance.core.rotation_spec import from_layout, layout_shape
 from conformance.core import rotation_reference as reference
 from conformance.rope.spec import RopeSpec
+from reference import rope
 
 
 def rope_vjp(g, positions, spec, layout: str) -> np.ndarray:
     """grad_x = f R_{-m} g on the pairs, g on the tail; g float64 [b, s, h, d], positions [b, s]."""
-    from reference import rope
-
     t = reference.tables(positions, spec)
     return rope.rotate_pairs(np.asarray(g, dtype=np.float64), t.cos, -t.sin, layout=layout,
                              rotary_dim=spec.rotary_dim)

@@ -74,6 +74,7 @@ from conformance.core.tolerance import unit_roundoff
 from conformance.results import Diagnosis
 from conformance.rope import diagnosis
 from conformance.rope.spec import RopeSpec
+from reference.rope import pair_indices
 
 FLOAT32_ANGLE = 2.0**-24
 SEED = 20260522
@@ -111,8 +112,6 @@ def _apply_spec(layout="half"):
 
 def apply_checks(invoker, protocol, dtype, device, layout) -> list:
     import torch
-
-    from reference.rope import pair_indices
 
     spec = _apply_spec(layout)
     name = dtype_name(dtype)

@@ -47,6 +47,9 @@ from conformance.core.mutants import Mutant, closest_mutant, rms, round_to
 from conformance.core.tolerance import unit_roundoff as _unit_roundoff
 from conformance.results import Diagnosis
 from conformance.core.rotation_reference import frequencies as reference_frequencies
+from reference import rope
+from reference.numerics import scaling as scaling_types
+from reference.rope import cos_sin, pair_indices, rotate_pairs
 
 # Upper bound on the work: the diagnosis looks at most this many tokens and heads.
 MAX_TOKENS = 96
@@ -112,8 +115,6 @@ def rotate_elementwise(x, phi, *, rotate: str, expand: str, rotary_dim: int, sca
 
 def _tables(x, c, s, layout, rotary_dim, scale=1.0):
     """x rotated with the given cos and sin tables [b, s, r/2] (not necessarily of one angle)."""
-    from reference.rope import rotate_pairs
-
     return rotate_pairs(x, scale * c, scale * s, layout=layout, rotary_dim=rotary_dim)
 
 
@@ -145,8 +146,6 @@ def permuted_mutants(reference, rotary_dim) -> list:
 
 def _rotate(x, phi, layout, rotary_dim, scale=1.0, table_dtype=None):
     """x rotated by the angles phi [b, s, r/2]; table_dtype rounds the cos/sin tables first."""
-    from reference.rope import rotate_pairs
-
     c, s = np.cos(phi), np.sin(phi)
     if table_dtype is not None:
         c, s = round_to(c, table_dtype), round_to(s, table_dtype)
@@ -164,8 +163,6 @@ def _wrap(a):
 
 def _pair_products(x, output, layout, rotary_dim):
     """out_pair * conj(x_pair) as complex [b, s, h, r/2]; zero where anything is non-finite."""
-    from reference.rope import pair_indices
-
     first, second = pair_indices(rotary_dim, layout)
     zin = x[..., first] + 1j * x[..., second]
     zout = output[..., first] + 1j * output[..., second]
@@ -348,8 +345,6 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
     phi = mf[..., None] * theta
 
     if spec.scaling is None:
-        from reference.rope import cos_sin, rotate_pairs
-
         c, sn = cos_sin(m, r, base, backend="numpy")
         reference = rotate_pairs(x, af * c, af * sn, layout=layout, rotary_dim=r)
     else:
@@ -591,9 +586,6 @@ def scaled_mutants(spec, plain) -> list:
     another type with the same parameters (static NTK where dynamic is expected, linear, ...),
     the original length read from the extended one (factor x original), LongRoPE's short and long
     factors swapped. Each mutant's frequencies and attention factor come from reference.rope."""
-    from reference import rope
-    from reference.numerics import scaling as scaling_types
-
     scaling = dict(spec.scaling)
     rope_type = scaling.pop("rope_type", None) or scaling.pop("type", None) or "default"
     scaling.pop("type", None)
@@ -693,8 +685,6 @@ def _norm_scale(x, output, spec, dtype, af=1.0):
     A rotation keeps pair norms whatever its angles, so this names a constant scale even where
     the angles are too uncertain to compare outputs (positions near 2**24 in float32).
     """
-    from reference.rope import pair_indices
-
     r = int(spec.rotary_dim)
     first, second = pair_indices(r, spec.layout)
     nx = np.hypot(x[..., first], x[..., second])
@@ -769,8 +759,6 @@ def noise_floor(x, positions, spec, theta, dtype) -> float:
     float32 angles (theta and the product each rounded once), which mainstream implementations
     use, so that a float32-angle emulation is never mistaken for a bug.
     """
-    from reference.rope import pair_indices
-
     r = int(spec.rotary_dim)
     first, second = pair_indices(r, spec.layout)
     mag = np.hypot(x[..., first], x[..., second])

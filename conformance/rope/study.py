@@ -29,6 +29,7 @@ from conformance.rope.spec import RopeSpec
 from conformance.core import rotation_reference as reference
 from conformance.core.registry import get
 from conformance.reports.plot import DTYPE_COLOURS
+from reference.golden.inputs import representable_inputs
 
 LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
            "original_max_position_embeddings": 8192}
@@ -76,8 +77,6 @@ def run_study(invoker, *, layout: str = "half", dtypes=DTYPES, configs=tuple(CON
               max_position: int = 2**20, device: str = "cpu") -> list:
     """[Series] for every configuration and dtype (see the module docstring)."""
     import torch
-
-    from reference.golden.inputs import representable_inputs
 
     proto = get("rope.apply")
     pos = study_positions(max_position)[None, :]

@@ -27,6 +27,7 @@ import numpy as np
 from conformance.core.mutants import Mutant, closest_mutant, round_to
 from conformance.results import Diagnosis
 from conformance.core import sinusoid_budgets as budgets
+from reference import sinusoidal as sinusoidal_reference
 
 BASES = (1000.0, 10000.0, 100000.0, 500000.0, 1000000.0)
 SHIFTS = (1, -1, 2, -2)
@@ -34,10 +35,8 @@ ANGLE_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def reference_table(positions, spec) -> np.ndarray:
-    from reference.sinusoidal import table
-
-    return table(np.asarray(positions, dtype=np.int64), spec.d_model, layout=spec.layout,
-                 exponent=spec.exponent, base=spec.base, dims=spec.dims, backend="numpy")
+    return sinusoidal_reference.table(np.asarray(positions, dtype=np.int64), spec.d_model, layout=spec.layout,
+                                      exponent=spec.exponent, base=spec.base, dims=spec.dims, backend="numpy")
 
 
 def low_precision_angles(positions, spec, dtype: str) -> np.ndarray:

@@ -45,6 +45,18 @@ _rotate_golden = dd.rotate_golden
 _MAX_LIMBS = ddmath.MAX_LIMBS
 
 
+def pair_columns(i, half, layout):
+    """(j0, j1): the columns of x holding pair i of the rotated r = 2 half; layout 0 = half
+    (i, i + half), 1 = interleaved (2i, 2i + 1) (phase.py's layouts). Plain Python, compiled here
+    with numba.njit and by cuda_kernels.py as a device function, so both backends pair alike."""
+    if layout == 0:
+        return i, i + half
+    return 2 * i, 2 * i + 1
+
+
+_pair_columns = numba.njit(fastmath=False, inline="always")(pair_columns)
+
+
 # ---- the fast path for |m| <= 2**21 ---------------------------------------------------------
 #
 # For small positions the exact integer reduction is replaced by a float one that vectorises:
@@ -468,12 +480,7 @@ def _token_golden(x, out, bi, si, m, limbs, chunks, layout, scratch, tab, flags)
                 tab[2, i] = ch
                 tab[3, i] = cl
                 tab[4, i] = 1.0
-            if layout == 0:
-                j0 = i
-                j1 = i + half
-            else:
-                j0 = 2 * i
-                j1 = 2 * i + 1
+            j0, j1 = _pair_columns(i, half, layout)
             o0, o1, ok = _rotate_golden(x[bi, si, h, j0], x[bi, si, h, j1], tab[0, i], tab[1, i], tab[2, i], tab[3, i])
             out[bi, si, h, j0] = o0
             out[bi, si, h, j1] = o1
@@ -563,8 +570,9 @@ KERNELS = (cos_sin_fast_kernel, cos_sin_golden_kernel, apply_fast_kernel, apply_
 PARALLEL_MIN_WORK = 1 << 22
 
 
-def _run(kernel, work, *args):
-    """kernel(*args), on one thread when ``work`` is below PARALLEL_MIN_WORK."""
+def run_kernel(kernel, work, *args):
+    """kernel(*args), on one thread when ``work`` is below PARALLEL_MIN_WORK (stream_kernels.py's
+    rotation too)."""
     if work >= PARALLEL_MIN_WORK:
         return kernel(*args)
     threads = numba.get_num_threads()
@@ -585,27 +593,27 @@ def _limbs(limbs):
     return np.ascontiguousarray(limbs, dtype=np.uint64)
 
 
-def cos_sin_fast(positions, limbs):
-    """Host wrapper: positions int64 [n] -> (cos, sin) float64 [n, count]."""
+def _cos_sin(kernel, cost, positions, limbs, golden):
+    """(cos, sin) float64 [n, count] of positions int64 [n], and flags uint8 [n, count] when
+    ``golden``, computed by ``kernel``; ``cost``: work per value (PARALLEL_MIN_WORK)."""
     n, count = positions.shape[0], limbs.shape[0]
-    c = np.empty((n, count), dtype=np.float64)
-    s = np.empty((n, count), dtype=np.float64)
+    out = (np.empty((n, count), dtype=np.float64), np.empty((n, count), dtype=np.float64))
+    if golden:
+        out += (np.zeros((n, count), dtype=np.uint8),)
     limbs = _limbs(limbs)
     chunks, exact_rows = _small_chunks(limbs)
-    _run(cos_sin_fast_kernel, 16 * n * count, _pos(positions), limbs, chunks, exact_rows, c, s)
-    return c, s
+    run_kernel(kernel, cost * n * count, _pos(positions), limbs, chunks, exact_rows, *out)
+    return out
+
+
+def cos_sin_fast(positions, limbs):
+    """Host wrapper: positions int64 [n] -> (cos, sin) float64 [n, count]."""
+    return _cos_sin(cos_sin_fast_kernel, 16, positions, limbs, False)
 
 
 def cos_sin_golden(positions, limbs):
     """Host wrapper: positions int64 [n] -> (cos, sin, flags) [n, count] (golden mode)."""
-    n, count = positions.shape[0], limbs.shape[0]
-    c = np.empty((n, count), dtype=np.float64)
-    s = np.empty((n, count), dtype=np.float64)
-    flags = np.zeros((n, count), dtype=np.uint8)
-    limbs = _limbs(limbs)
-    chunks, exact_rows = _small_chunks(limbs)
-    _run(cos_sin_golden_kernel, 64 * n * count, _pos(positions), limbs, chunks, exact_rows, c, s, flags)
-    return c, s, flags
+    return _cos_sin(cos_sin_golden_kernel, 64, positions, limbs, True)
 
 
 def _x(x):
@@ -624,7 +632,7 @@ def apply_fast(x, positions, limbs, layout):
     limbs = _limbs(limbs)
     chunks, exact_rows = _small_chunks(limbs)
     work = x.size + 16 * pos.size * limbs.shape[0]
-    _run(apply_fast_kernel, work, x, out, pos, limbs, chunks, exact_rows, np.int64(layout))
+    run_kernel(apply_fast_kernel, work, x, out, pos, limbs, chunks, exact_rows, np.int64(layout))
     return out
 
 
@@ -642,5 +650,5 @@ def apply_golden(x, positions, limbs, layout):
     limbs = _limbs(limbs)
     chunks, _ = _small_chunks(limbs)
     work = 4 * x.size + 64 * pos.size * limbs.shape[0]
-    _run(apply_golden_kernel, work, x, out, pos, limbs, chunks, np.int64(layout), flags)
+    run_kernel(apply_golden_kernel, work, x, out, pos, limbs, chunks, np.int64(layout), flags)
     return out, flags

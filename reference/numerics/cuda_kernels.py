@@ -17,6 +17,7 @@ from numba import config, cuda, float64, int64, uint8, uint64
 from numba.cuda import libdevice
 
 from . import ddmath
+from .cpu_kernels import pair_columns
 from .cuda_launch import THREADS_PER_BLOCK, blocks, check_device, to_device
 
 # The simulator runs kernels as Python, where libdevice stubs have no body: plain products
@@ -29,6 +30,19 @@ _round_sincos = dd.round_sincos
 _rotate = dd.rotate
 _rotate_golden = dd.rotate_golden
 _MAX_LIMBS = ddmath.MAX_LIMBS
+_pair_columns = cuda.jit(device=True)(pair_columns)
+
+
+@cuda.jit(device=True)
+def _token_pair(k, half, ns, layout):
+    """(bi, si, i, j0, j1) of work item k of an apply kernel (one per (token, pair)): batch row,
+    token of the row, pair, and the pair's two columns (cpu_kernels.pair_columns)."""
+    tok = k // half
+    i = k - tok * half
+    bi = tok // ns
+    si = tok - bi * ns
+    j0, j1 = _pair_columns(i, half, layout)
+    return bi, si, i, j0, j1
 
 
 def cos_sin_fast_kernel(positions, limbs, cos_out, sin_out):
@@ -72,17 +86,8 @@ def apply_fast_kernel(y, positions, limbs, layout):
     scratch = cuda.local.array(_MAX_LIMBS, uint64)
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for k in range(start, total, stride):
-        tok = k // half
-        i = k - tok * half
-        bi = tok // ns
-        si = tok - bi * ns
+        bi, si, i, j0, j1 = _token_pair(k, half, ns, layout)
         s, c = _sincos_fast(positions[bi, si], limbs, i, scratch)
-        if layout == 0:
-            j0 = i
-            j1 = i + half
-        else:
-            j0 = 2 * i
-            j1 = 2 * i + 1
         for h in range(nh):
             o0, o1 = _rotate(y[bi, si, h, j0], y[bi, si, h, j1], c, s)
             y[bi, si, h, j0] = o0
@@ -98,17 +103,8 @@ def apply_golden_kernel(y, positions, limbs, layout, flags):
     scratch = cuda.local.array(_MAX_LIMBS, uint64)
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for k in range(start, total, stride):
-        tok = k // half
-        i = k - tok * half
-        bi = tok // ns
-        si = tok - bi * ns
+        bi, si, i, j0, j1 = _token_pair(k, half, ns, layout)
         sh, sl, ch, cl, _ = _sincos_golden(positions[bi, si], limbs, i, scratch)
-        if layout == 0:
-            j0 = i
-            j1 = i + half
-        else:
-            j0 = 2 * i
-            j1 = 2 * i + 1
         for h in range(nh):
             o0, o1, ok = _rotate_golden(y[bi, si, h, j0], y[bi, si, h, j1], sh, sl, ch, cl)
             y[bi, si, h, j0] = o0

@@ -21,9 +21,7 @@ scale; tokens before ``first_token`` are copied unrotated (2-D RoPE's CLS tokens
 import numba
 import numpy as np
 
-# below this many output values the kernel runs on the calling thread (a parallel region waits
-# for every worker to be scheduled: reference.numerics.cpu_kernels.PARALLEL_MIN_WORK)
-PARALLEL_MIN_WORK = 1 << 22
+from .cpu_kernels import run_kernel
 
 
 @numba.njit(cache=True, fastmath=False, parallel=True)
@@ -102,15 +100,7 @@ def rotate(x, cos, sin, index, stream_of_pair, entry_of_pair, layout, *, factor=
     args = (x, out, c, s, idx, np.ascontiguousarray(stream_of_pair, dtype=np.int64),
             np.ascontiguousarray(entry_of_pair, dtype=np.int64), f, g, tail is not None,
             np.int64(0 if layout == "half" else 1), np.int64(first_token))
-    threads = numba.get_num_threads()
-    if x.size >= PARALLEL_MIN_WORK or threads == 1:
-        rotate_kernel(*args)
-        return out
-    numba.set_num_threads(1)
-    try:
-        rotate_kernel(*args)
-    finally:
-        numba.set_num_threads(threads)
+    run_kernel(rotate_kernel, x.size, *args)  # on one thread below cpu_kernels.PARALLEL_MIN_WORK values
     return out
 
 

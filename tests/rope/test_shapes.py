@@ -1,7 +1,9 @@
-"""The serving shape matrix of rope.apply's fresh cases (issue 14): what it holds, the default
-sample and ``--shapes full``, the black-box checks at a decode shape, and the bugs it catches
-that the small catalog shapes cannot (batch row 0 only, positions from the heads axis, an
-unrotated tile tail)."""
+"""The serving shape matrix of rope.apply's fresh cases (issue 14), what RoPE's adds to the other
+families': the tensor-layout and in-place cases, the default sample's just-past-tile lengths and
+``--shapes full``, the black-box checks at a decode shape, and the bugs it catches that the small
+catalog shapes cannot (batch row 0 only, positions from the heads axis, an unrotated tile tail).
+What every family's matrix holds (decode batches, tile lengths, head counts, distinct far rows, the
+``shapes`` option) is tested over the families in tests/core/test_family_shapes.py."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from conformance import Unsupported, run_conformance  # noqa: E402
 from conformance.rope import diagnosis as dg  # noqa: E402
 from conformance.rope.spec import RopeSpec  # noqa: E402
 from reference import rope as rr  # noqa: E402
-from reference.golden.fresh import Draw, fresh_cases  # noqa: E402
+from reference.golden.fresh import fresh_cases  # noqa: E402
 from reference.golden.shapes import TAIL_LENGTHS  # noqa: E402
 from reference.rope import vectors  # noqa: E402
 
@@ -34,50 +36,8 @@ def load(path: Path):
     return module
 
 
-def matrix(seed=7):
-    return [tg for _, tg in vectors.shape_matrix(Draw(seed, "rope.apply"))]
-
-
-def cases_of(groups):
-    return [(tg.params, t) for tg in groups for t in tg.tests]
-
-
 # ------------------------------------------------------------------------------------------
 # What the matrix holds
-
-
-def test_matrix_covers_every_required_shape():
-    cases = cases_of(matrix())
-    sizes = {t.name: (len(t.positions), len(t.positions[0]), t.heads, p["head_dim"], p["rotary_dim"])
-             for p, t in cases}
-    decode = [v for k, v in sizes.items() if "-decode-b" in k and "shape-decode" in k]
-    assert {b for b, s, *_ in decode} == set(vectors.DECODE_BATCHES) == {2, 7, 64}
-    assert all(s == 1 for _, s, *_ in decode)
-    seqs = {s for k, (b, s, *_) in sizes.items() if k.startswith("shape-seq-")}
-    assert seqs == {1, 3, 63, 64, 65, 113, 127, 128, 129, 257, 1000}
-    heads = {h for k, (b, s, h, *_) in sizes.items() if k.startswith("shape-heads-")}
-    assert heads == {1, 3, 8, 32, 40, 64}
-    partial = {(d, r) for k, (*_, d, r) in sizes.items() if k.startswith("shape-dim-")}
-    assert {d for d, _ in partial} == {64, 80, 96, 128, 256} and all(r < d for d, r in partial)
-    assert any(s == 8192 for _, s, *_ in sizes.values())
-    assert {k.rsplit("-", 1)[1] for k in sizes} == {"half", "interleaved"}
-    # heads != seq != batch wherever the axes could be confused (single-token and single-head
-    # cases have nothing to confuse on that axis)
-    for name, (b, s, h, *_) in sizes.items():
-        if "thd" not in name:
-            assert h != s or s == 1, name
-            assert h != b or h == 1, name
-            assert s != b or s == 1, name
-
-
-def test_batched_decode_rows_are_distinct_and_far_apart():
-    for params, t in cases_of(matrix(11)):
-        if t.name.startswith("shape-decode-b"):
-            rows = [r[0] for r in t.positions]
-            assert len(set(rows)) == len(rows), t.name
-            assert 131071 in rows and rows[0] != 0, t.name
-            if len(rows) > 2:
-                assert 0 in rows, t.name
 
 
 def test_tensor_layout_and_inplace_cases_carry_their_parameters():
@@ -115,13 +75,6 @@ def test_fresh_matrix_expected_values_are_the_reference():
                    layout=p["layout"])
     assert case.arrays["x"].shape == (64, 1, 3, 128)
     np.testing.assert_allclose(case.arrays["expected"], ref, rtol=0, atol=1e-12)
-
-
-def test_shapes_option_is_checked():
-    with pytest.raises(ValueError, match="shapes"):
-        run_conformance(HF, "rope.apply", shapes="most")
-    with pytest.raises(ValueError, match="shapes"):
-        fresh_cases("rope.apply", 1, shapes="all")
 
 
 def test_cli_accepts_shapes_full(tmp_path):
