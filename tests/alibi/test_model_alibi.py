@@ -123,3 +123,26 @@ def test_transformers_bloom_alibi_passes_at_each_model(model):
     for protocol, fn in (("alibi.slopes", "slopes"), ("alibi.bias", "bias")):
         report = run_conformance(f"{lib}:{fn}", protocol, model=model, seed=len(model), dtypes=("float32", "bfloat16"))
         assert report.summary()["overall"] == "pass", [(c.id, c.dtype, c.verdict) for c in report.cases]
+
+
+# MPT's slopes as transformers builds them (build_mpt_alibi_tensor: 2^(-alibi_bias_max k / n') over
+# the next power of two n', the odd-indexed ones first), read back from the bias at key distance 1.
+MPT_SLOPES = '''
+from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+def slopes(spec):
+    alibi = build_mpt_alibi_tensor(spec.num_heads, 2, alibi_bias_max=BIAS_MAX)  # [heads, 1, 2]: -m, 0
+    return -alibi[:, 0, 0]
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bias_max, verdict", [(8, "pass"), (16, "fail")])
+def test_mpts_own_slopes_are_the_papers_at_alibi_bias_max_8_only(tmp_path, bias_max, verdict):
+    """Why the reader takes alibi_bias_max 8 and refuses another: MPT's code at 8 passes at every
+    ALiBi model's head count (40 and 112 included); at 16 it is another series."""
+    pytest.importorskip("transformers")
+    (tmp_path / "mpt.py").write_text(MPT_SLOPES.replace("BIAS_MAX", str(bias_max)))
+    for model in ("bloom-176b", "baichuan2-13b", "mpt-7b"):
+        report = _grade(tmp_path / "mpt.py", "slopes", "alibi.slopes", model)
+        assert report.summary()["overall"] == verdict, (model, [(c.id, c.verdict) for c in report.cases])
