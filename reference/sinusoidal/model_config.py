@@ -10,6 +10,9 @@ n = hidden_size // 2, i.e. sinusoidal.table's exponent "2i/(d-2)" at base max_ti
 min_timescale is 1 (its default). Another min_timescale divides every position by it, which
 sinusoidal.table does not take: a ConfigError naming it, as is a ``pos`` other than "timing".
 
+Transformer-XL's table of relative distances is read by its own family
+(reference.transformer_xl.model_config), with this Setting.
+
 ``PROTOCOLS``: sinusoidal.table.
 """
 
@@ -33,6 +36,7 @@ class Setting:
     kind: str
     params: dict
     notes: tuple = field(default_factory=tuple)
+    max_position: Optional[int] = None  # the largest position the model feeds; None: the config bounds none
 
 
 def settings(config: dict) -> Optional[list]:
