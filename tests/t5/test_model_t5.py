@@ -110,3 +110,19 @@ def test_a_bucket_bug_fails_on_the_stack_it_breaks(bug, stacks):
     code = __import__("runpy").run_path(str(path))["CODE"]
     assert {d.code for c in report.cases for d in c.diagnoses} == {code}
 
+
+
+def test_a_config_file_is_read_at_its_own_buckets(tmp_path):
+    """--model-config: a Flan-T5 config.json with max distance 64 is graded at 64 (the edges and the
+    saturation move), and the report names the file."""
+    import json
+
+    config = _config("flan-t5-large")
+    config["relative_attention_max_distance"] = 64
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    report = run_conformance(f"{HF_T5}:bucket", "t5.bucket", model_config=path, seed=5, identities=False)
+    assert report.summary()["overall"] == "pass" and report.model["config"] == str(path)
+    cases = model_cases(config, "config", 5)["t5.bucket"]
+    assert {c.params["max_distance"] for c in cases} == {64} and len(report.cases) == len(cases) == 8
+    assert {63, 64, 65} <= set(cases[2].arrays["relative_positions"].tolist())  # the encoder's saturation
