@@ -14,7 +14,8 @@ from pathlib import Path
 from conformance import Unsupported
 from conformance.loader import load_target
 
-positional_embedding = load_target(f"{Path(__file__).resolve().parent / 'mem_transformer_style.py'}:positional_embedding")
+HERE = Path(__file__).resolve().parent
+positional_embedding = load_target(f"{HERE / 'mem_transformer_style.py'}:positional_embedding")
 
 
 def table(positions, spec):

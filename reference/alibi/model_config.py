@@ -27,7 +27,6 @@ Falcon's m j differs by a per-row constant softmax ignores, and grades equal).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 PROTOCOLS = ("alibi.slopes", "alibi.bias")
 FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
@@ -49,11 +48,11 @@ class Setting:
     kind: str
     heads: int
     causal: bool
-    max_positions: Optional[int]
+    max_positions: int | None
     notes: tuple = field(default_factory=tuple)
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """[Setting] of the model's ALiBi; None when the model does not use ALiBi."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
@@ -124,7 +123,7 @@ def _int(config: dict, names: tuple) -> int:
     raise ConfigError(f"needs {' or '.join(names)}")
 
 
-def _context(config: dict, names: tuple) -> Optional[int]:
+def _context(config: dict, names: tuple) -> int | None:
     if not any(config.get(name) is not None for name in names):
         return None
     return _int(config, names)

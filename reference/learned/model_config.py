@@ -20,7 +20,6 @@ embeddings, read as transformers' modeling code reads them, or None for any othe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 PROTOCOLS = ("learned.lookup",)
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
@@ -40,7 +39,7 @@ class Setting:
     notes: tuple = field(default_factory=tuple)
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """[Setting] of the model's learned table; None when it has none."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

@@ -19,7 +19,6 @@ Transformer-XL's table of relative distances is read by its own family
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 PROTOCOLS = ("sinusoidal.table",)
 T2T_TIMESCALES = {"min_timescale": 1.0, "max_timescale": 1.0e4}  # get_timing_signal_1d's defaults
@@ -36,10 +35,10 @@ class Setting:
     kind: str
     params: dict
     notes: tuple = field(default_factory=tuple)
-    max_position: Optional[int] = None  # the largest position the model feeds; None: the config bounds none
+    max_position: int | None = None  # the largest position the model feeds; None: the config bounds none
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """[Setting] of the model's sinusoidal table; None when it has none posref reads."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

@@ -22,7 +22,6 @@ does.)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from reference.t5.core import check_config
 
@@ -45,7 +44,7 @@ class Setting:
     notes: tuple = field(default_factory=tuple)
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """[Setting] per stack of a T5-family model; None for another model."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

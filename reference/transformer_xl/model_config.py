@@ -20,8 +20,6 @@ shows only past clamp_len keys.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from reference.sinusoidal.model_config import Setting
 
 PROTOCOLS = ("sinusoidal.table",)
@@ -32,7 +30,7 @@ class ConfigError(ValueError):
     """A field posref cannot read as the model's code would: one line naming the field."""
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """[Setting] of the model's R table; None when the model is not a Transformer-XL."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

@@ -31,16 +31,16 @@ def _config(name: str) -> dict:
 @pytest.mark.parametrize("name", MODELS)
 def test_each_t5_record_reads_as_two_stacks(name):
     encoder, decoder = model_config.settings(_config(name))
-    assert (encoder.kind, encoder.params) == ("encoder", {"num_buckets": 32, "max_distance": 128, "bidirectional": True})
-    assert (decoder.kind, decoder.params) == ("decoder", {"num_buckets": 32, "max_distance": 128,
-                                                          "bidirectional": False})
+    buckets = {"num_buckets": 32, "max_distance": 128}
+    assert (encoder.kind, encoder.params) == ("encoder", {**buckets, "bidirectional": True})
+    assert (decoder.kind, decoder.params) == ("decoder", {**buckets, "bidirectional": False})
     assert list(plan(_config(name))) == ["t5.bucket"]
 
 
 def test_a_missing_max_distance_takes_t5configs_default_and_says_so():
     encoder, _ = model_config.settings(_config("t5-efficient-tiny"))
-    assert encoder.notes == ("relative_attention_max_distance 128: transformers' T5Config default (the config has "
-                             "none)",)
+    (note,) = encoder.notes
+    assert note == "relative_attention_max_distance 128: transformers' T5Config default (the config has none)"
     assert model_config.settings(_config("t5-v1.1-base"))[0].notes == ()
 
 
@@ -59,10 +59,10 @@ def test_other_families_records_are_not_t5s():
 
 @pytest.mark.parametrize("edit, message", [
     (lambda c: c.update(relative_attention_num_buckets=1), "relative_attention_num_buckets: must be an integer in [2"),
-    (lambda c: c.update(relative_attention_num_buckets=2), "relative_attention_num_buckets: must be >= 4 when "
-                                                           "bidirectional"),
-    (lambda c: c.update(relative_attention_max_distance=8), "relative_attention_max_distance: must exceed max_exact = "
-                                                            "8"),
+    (lambda c: c.update(relative_attention_num_buckets=2),
+     "relative_attention_num_buckets: must be >= 4 when bidirectional"),
+    (lambda c: c.update(relative_attention_max_distance=8),
+     "relative_attention_max_distance: must exceed max_exact = 8"),
     (lambda c: c.update(relative_attention_max_distance="128"), "relative_attention_max_distance: must be an integer"),
 ])
 def test_a_field_posref_cannot_read_is_one_error_naming_it(edit, message):
