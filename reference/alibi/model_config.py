@@ -82,7 +82,7 @@ def settings(config: dict) -> list | None:
         heads = _int(config, ("n_heads", "num_attention_heads"))
         context = _context(config, ("max_seq_len",))
         if attn.get("alibi") and config.get("learned_pos_emb"):
-            notes.append("learned_pos_emb true as well: MptModel builds no position table (it adds ALiBi only)")
+            notes.append("learned_pos_emb true as well: transformers' MptModel builds no position table (ALiBi only)")
     elif model_type in FALCON_TYPES:
         alibi = config.get("alibi", False)
         if not isinstance(alibi, bool):
