@@ -29,7 +29,7 @@ def _built(name: str):
     model_type = config.pop("model_type")
     config.pop("architectures", None)
     hf_config = AutoConfig.for_model(model_type, **config)
-    return hf_config, importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    return hf_config, importlib.import_module(_modeling(hf_config))
 
 
 def _rotary_class(module, vision: bool):
@@ -65,3 +65,9 @@ def vision_adapter_for(name: str):
         return out.reshape(b, s, h, d)
 
     return apply
+
+
+def _modeling(hf_config) -> str:
+    """The modeling module beside the config class (gemma3_text's lives in models/gemma3)."""
+    package, _, name = type(hf_config).__module__.rpartition(".")
+    return f"{package}.{name.replace('configuration_', 'modeling_', 1)}"
