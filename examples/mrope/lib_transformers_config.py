@@ -12,7 +12,7 @@ builds it (``AutoConfig.for_model`` on the record's config: the text and vision 
   them.
 
 They ignore ``spec``: each is a port of one model, graded with ``posref conform ... --model NAME``
-(tests/mrope/test_model_transformers.py, tests/rope2d/test_model_grading.py). Needs
+(tests/mrope/test_model_mrope_grading.py, tests/rope2d/test_model_rope2d_grading.py). Needs
 ``transformers`` 5 (the ``test`` extra; written against 5.24).
 """
 

@@ -66,3 +66,15 @@ def test_the_spec_reading_port_passes_at_each_model(model):
 def test_a_bug_fails_at_the_model(buggy, model, code):
     report = _grade(f"{BUGGY / buggy}.py:apply", model)
     assert report.summary()["overall"] == "fail" and _codes(report) == {code}
+
+
+@pytest.mark.parametrize("model", ["qwen2-vl-7b", "rope-vit-mixed-deit-base"])
+@pytest.mark.parametrize("garbage", ["zeros", "unrotated"])
+def test_garbage_fails_every_case_at_the_model(model, garbage):
+    import torch
+
+    def apply(x, coords, spec):
+        return torch.zeros_like(x) if garbage == "zeros" else x.clone()
+
+    report = _grade(apply, model)
+    assert report.cases and all(c.verdict == "fail" for c in report.cases), [(c.id, c.verdict) for c in report.cases]

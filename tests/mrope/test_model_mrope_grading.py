@@ -36,6 +36,8 @@ def _codes(report) -> set:
     return {d.code for c in report.cases if c.verdict in ("fail", "error") for d in c.diagnoses}
 
 
+# Measured over seeds 1-3 in float32 and bfloat16 (/tmp script, this machine): every case passes at the
+# three Qwen-VL models, worst error/budget 0.65-0.75 (mrope.apply) and 0.54-0.70 (their vision rope2d.apply).
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)])
 def test_transformers_qwen2_vl_rotary_passes_at_its_model(dtype):
     pytest.importorskip("transformers")
@@ -105,3 +107,14 @@ def test_the_cli_names_the_protocols_a_vl_model_implies(capsys):
     assert main(["conform", f"{QWEN_VL}:apply", "--protocol", "rope.apply", "--model", "qwen2-vl-7b"]) == 2
     err = capsys.readouterr().err
     assert "implies mrope.positions, mrope.apply, rope2d.apply, not rope.apply" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("garbage", ["zeros", "unrotated"])
+def test_garbage_fails_every_case_at_the_model(garbage):
+    import torch
+
+    def apply(x, positions, spec):
+        return torch.zeros_like(x) if garbage == "zeros" else x.clone()
+
+    report = _grade(apply, "qwen2-vl-7b")
+    assert report.cases and all(c.verdict == "fail" for c in report.cases), [(c.id, c.verdict) for c in report.cases]
