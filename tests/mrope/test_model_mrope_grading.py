@@ -74,15 +74,15 @@ def test_buggy_twins_of_transformers_code_fail_on_the_image_cases_only():
     def one_d(x, positions, spec):
         return good(x, positions[:1].expand(3, -1, -1), spec)
 
-    for bug in (streams_swapped, one_d):
-        report = _grade(bug, "qwen2-vl-7b")
+    reports = {bug: _grade(bug, "qwen2-vl-7b") for bug in (streams_swapped, one_d)}
+    for bug, report in reports.items():
         bad, passed = _by_verdict(report)
         assert bad == {"image-drawn", "image-corner", "image-at-end", "video", "batched-decode"}, bug.__name__
         assert passed == TEXT_ONLY | {"decode-32767"}, bug.__name__
-    assert _codes(_grade(streams_swapped, "qwen2-vl-7b")) == {"stream-swapped"}
+    assert _codes(reports[streams_swapped]) == {"stream-swapped"}
 
 
-@pytest.mark.parametrize("model", ["qwen2-vl-7b", "qwen3-vl-f1"])
+@pytest.mark.parametrize("model", [pytest.param("qwen2-vl-7b", marks=pytest.mark.slow), "qwen3-vl-f1"])
 def test_the_spec_reading_port_passes_and_its_variant_twin_fails_at_qwen3(model):
     assert _grade(f"{QWEN_VL}:apply", model).summary()["overall"] == "pass"
     twin = _grade(f"{BUGGY / 'variant_swapped'}.py:apply", model)
@@ -109,7 +109,7 @@ def test_the_cli_names_the_protocols_a_vl_model_implies(capsys):
     assert "implies mrope.positions, mrope.apply, rope2d.apply, not rope.apply" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("garbage", ["zeros", "unrotated"])
+@pytest.mark.parametrize("garbage", ["zeros", pytest.param("unrotated", marks=pytest.mark.slow)])
 def test_garbage_fails_every_case_at_the_model(garbage):
     import torch
 

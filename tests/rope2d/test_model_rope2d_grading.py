@@ -69,7 +69,7 @@ def test_a_bug_fails_at_the_model(buggy, model, code):
 
 
 @pytest.mark.parametrize("model", ["qwen2-vl-7b", "rope-vit-mixed-deit-base"])
-@pytest.mark.parametrize("garbage", ["zeros", "unrotated"])
+@pytest.mark.parametrize("garbage", ["zeros", pytest.param("unrotated", marks=pytest.mark.slow)])
 def test_garbage_fails_every_case_at_the_model(model, garbage):
     import torch
 
