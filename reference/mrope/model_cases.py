@@ -111,7 +111,7 @@ def _apply_tests(setting, draw) -> list:
     corner = draw.integer(0, L - 2 * LARGEST)
     # the last two tokens of a LARGEST x LARGEST block starting at ``corner``: rows and columns 127, (126, 127)
     last = LARGEST - 1
-    corner_streams = ((((corner, corner),)), ((corner + last, corner + last),), ((corner + last - 1, corner + last),))
+    corner_streams = (((corner, corner),), ((corner + last, corner + last),), ((corner + last - 1, corner + last),))
     end_block = image_block(1, 2, 3, 2)  # text at 0, block at 1.., text up to 5: shift to end at L - 1
     end_shift = L - 1 - end_block[0][0][-1]
     mixed = (corner, corner + 5, corner + 9)  # an image token: t, h, w all different
@@ -142,7 +142,7 @@ def _apply_tests(setting, draw) -> list:
                                f"by {step} a frame (t {list(t)}, w {list(w)}).", ("ImageBlock",),
                                ((t,), (h,), (w,)), kv))
     tests += [
-        MropeTest("decode-%d" % (L - 1), f"One text token at the last position of the model's {L}-token context.",
+        MropeTest(f"decode-{L - 1}", f"One text token at the last position of the model's {L}-token context.",
                   ("TextOnly",), _text([L - 1]), kv),
         MropeTest("batched-decode", f"Three rows of one token: text at {drawn[0]}, an image token at (t, h, w) = "
                   f"{mixed}, text at {L - 1}.", ("BatchedDecode", "ImageBlock"),

@@ -30,7 +30,6 @@ variant}``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from reference.mrope.core import streams
 from reference.rope.model_config import ConfigError, _base, _head_dim, _int, _kv_heads
@@ -58,11 +57,11 @@ class Setting:
     max_positions: int
     merge: int  # vision_config.spatial_merge_size: patches per side of one image token
     patch: int  # vision_config.patch_size: pixels per side of one patch
-    frame_step: Optional[int]  # temporal index step between video grid frames (None: videos are frames)
+    frame_step: int | None  # temporal index step between video grid frames (None: videos are frames)
     notes: tuple = field(default_factory=tuple)
 
 
-def _scaling_dict(config: dict) -> tuple[Optional[str], Optional[dict]]:
+def _scaling_dict(config: dict) -> tuple[str | None, dict | None]:
     """(the field's name, the dict) holding mrope_section, or (None, None)."""
     for name in ("rope_parameters", "rope_scaling"):
         value = config.get(name)
@@ -71,7 +70,7 @@ def _scaling_dict(config: dict) -> tuple[Optional[str], Optional[dict]]:
     return None, None
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """The model's M-RoPE setting ([one]); None when its model has no M-RoPE."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

@@ -31,7 +31,6 @@ Params are those of the rope2d catalog: ``{head_dim, base, layout, order, cls_to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from reference.mrope.model_config import vision_patch
 from reference.rope.model_config import ConfigError, _base, _int
@@ -65,7 +64,7 @@ class Setting:
     notes: tuple = field(default_factory=tuple)
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """The model's vision 2-D RoPE setting ([one]); None when it has none posref reads."""
     if not isinstance(config, dict):
         raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")

@@ -13,12 +13,12 @@ import copy
 import pytest
 
 from reference import zoo
+from reference.golden.fresh import Draw
 from reference.mrope import model_config
 from reference.mrope.model_cases import groups
 from reference.mrope.positions import rope_index
 from reference.mrope.vectors import MODELS
 from reference.rope import model_config as rope_config
-from reference.golden.fresh import Draw
 from reference.zoo.plan import ConfigError, plan
 
 VL = ("qwen2-vl-7b", "qwen2.5-vl-72b", "qwen3-vl-f1")

@@ -45,7 +45,10 @@ def test_the_global_scaling_on_the_local_layers_fails():
     """transformers' module built from a config that gives the sliding layers the global layers'
     linear scaling (at their own base), as llama.cpp and mlx-vlm did."""
     from transformers import AutoConfig
-    from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.gemma3.modeling_gemma3 import (
+        Gemma3RotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     from reference import zoo
 
