@@ -6,25 +6,39 @@ rope.apply_qk adapter that applies the module's cos and sin with the model's own
 ``apply_rotary_pos_emb``. It
 ignores ``spec``: it is a port of one model, graded with ``posref conform ... --model NAME``
 (tests/rope/test_model_grading.py). Needs ``transformers`` (the ``test`` extra).
+
+A model with one RoPE per layer type (Gemma 3: ``Gemma3RotaryEmbedding`` holds a table per
+``layer_types`` entry and its forward takes ``layer_type``) is ported one layer type at a time:
+``adapter_for(name, layer_type="sliding_attention")`` runs that layer type's table, as the
+model's sliding layers do (tests/rope/test_model_transformers_gemma.py).
 """
 
 import importlib
+import inspect
 
 from transformers import AutoConfig
 
 from reference import zoo
 
 
-def adapter_for(name: str, protocol: str = "rope.apply"):
+def adapter_for(name: str, protocol: str = "rope.apply", layer_type=None):
     """A rope.apply (or rope.apply_qk: q and k with the model's kv heads) adapter running
-    transformers' rotary code of zoo model ``name``."""
+    transformers' rotary code of zoo model ``name`` (of its layers of ``layer_type``, for a model
+    whose rotary module keeps one RoPE per layer type; ValueError naming them when not given)."""
     config = dict(zoo.load(name)["config"])
     model_type = config.pop("model_type")
     config.pop("architectures", None)
     hf_config = AutoConfig.for_model(model_type, **config)
-    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    module = importlib.import_module(_modeling(hf_config))
     rotary_class = next(getattr(module, n) for n in dir(module) if n.endswith("RotaryEmbedding"))
     rotary = rotary_class(hf_config)
+    if "layer_type" in inspect.signature(rotary.forward).parameters:
+        kinds = sorted(set(hf_config.layer_types))
+        if layer_type not in kinds:
+            raise ValueError(f"{name}: one RoPE per layer type: give layer_type, one of {kinds}")
+        rotary = _for_layer_type(rotary, layer_type)
+    elif layer_type is not None:
+        raise ValueError(f"{name}: one RoPE for every layer, no layer_type to choose")
 
     def apply(x, positions, spec):
         cos, sin = rotary(x, positions)
@@ -38,3 +52,18 @@ def adapter_for(name: str, protocol: str = "rope.apply"):
         return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
     return apply_qk if protocol == "rope.apply_qk" else apply
+
+
+def _for_layer_type(rotary, layer_type):
+    """The module's forward at one layer type, as each decoder layer receives it."""
+
+    def forward(x, positions):
+        return rotary(x, positions, layer_type)
+
+    return forward
+
+
+def _modeling(hf_config) -> str:
+    """The modeling module beside the config class (gemma3_text's lives in models/gemma3)."""
+    package, _, name = type(hf_config).__module__.rpartition(".")
+    return f"{package}.{name.replace('configuration_', 'modeling_', 1)}"
