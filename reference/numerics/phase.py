@@ -448,9 +448,6 @@ def to_double(x) -> float:
     return math.ldexp(int(k), -1074)
 
 
-_to_double = to_double  # the former private name, still read by tests/rope, tests/xpos, tests/gaussian_rope
-
-
 def settle(compute) -> float:
     """The float64 nearest to an exact real y, by Ziv's rounding test (Ziv 1991, "Fast evaluation
     of elementary mathematical functions with correctly rounded last bit").

@@ -16,7 +16,7 @@ with ``half`` buckets per direction (num_buckets / 2 bidirectional) and ``max_ex
 from __future__ import annotations
 
 from reference.golden.catalog import TestGroupSpec
-from reference.t5.core import check_config
+from reference.numerics.bias.t5 import check_config
 from reference.t5.vectors import BucketTest
 
 

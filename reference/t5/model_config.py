@@ -11,7 +11,7 @@ or None for any other model:
   decoder's unidirectional (kind "decoder", the self-attention; T5's cross-attention has no
   position bias). An encoder-only architecture (T5EncoderModel) has the encoder's only.
 
-A value reference.t5.core.check_config refuses (num_buckets below 2, or 4 bidirectional; a
+A value reference.numerics.bias.t5.check_config refuses (num_buckets below 2, or 4 bidirectional; a
 max_distance not above the exact range) is a ConfigError naming the config's field.
 
 ``PROTOCOLS``: t5.bucket. (attention.forward with the T5 bias is not graded at a model's
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference.t5.core import check_config
+from reference.numerics.bias.t5 import check_config
 
 PROTOCOLS = ("t5.bucket",)
 T5_TYPES = ("t5", "mt5", "umt5", "longt5")

@@ -18,7 +18,7 @@ KERNELS = [g.DOCUMENT_KERNEL, {"a1": 0.0, "a2": 1.0, "s1": 1.0, "s2": 3.0},
 
 
 def _rounded(kernel, m):
-    return phase._to_double(core._factor(kernel)(phase.PREC_BITS, int(m)))
+    return phase.to_double(core._factor(kernel)(phase.PREC_BITS, int(m)))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -208,7 +208,8 @@ def test_the_report_names_the_model_and_the_repro_repeats_the_case(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "llama-3.1-8B"], "no model 'llama-3.1-8B' in the zoo (did you mean 'llama-3.1-8b'?)"),
-    (["--model", "bloom-176b"], "--model bloom-176b: model_type 'bloom': no posref family reads"),
+    (["--model", "bloom-176b"], "--model bloom-176b: the model's configuration implies alibi.slopes, alibi.bias, not rope.apply"),
+    (["--model", "glm-4-9b-chat"], "--model glm-4-9b-chat: model_type 'chatglm': no posref family reads"),
     (["--model", "ministral-3-3b"], "does not take llama_4_scaling_beta"),
     (["--model", "gpt-j-6b", "--layout", "half"], "--layout half: gpt-j-6b pairs interleaved"),
     (["--model", "llama-3.1-8b", "--model-config", "x.json"], "give one of them"),

@@ -3,7 +3,7 @@
 transformers 5 builds one ``Gemma3RotaryEmbedding`` for the model, holding a table per layer type
 (``rope_parameters`` keyed by ``sliding_attention`` and ``full_attention``, read from the zoo's
 ``rope_local_base_freq`` and ``rope_scaling``), and each decoder layer asks it for its own type.
-Model mode draws cases per layer kind (``rope.apply/gemma-3-12b-sliding_attention/...``): the
+Model mode draws cases per layer kind (``rope.apply/gemma-3-12b-sliding-attention/...``): the
 library's sliding table passes the sliding cases and its global table the global ones. The bug of
 llama.cpp and mlx-vlm, the global layers' linear scaling applied to the local layers too, fails
 the sliding cases as scaling-mismatch; the global table at the local layers fails too.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from conformance import run_conformance
+from reference.zoo.cases import group_name
 
 pytest.importorskip("transformers")
 
@@ -25,7 +26,7 @@ KINDS = ("sliding_attention", "full_attention")
 
 def _grade(fn, kind, model="gemma-3-12b", dtypes=("float32",)):
     return run_conformance(fn, "rope.apply", model=model, seed=7, dtypes=dtypes, identities=False,
-                           cases=f"rope.apply/{model}-{kind}/*")
+                           cases=f"rope.apply/{group_name(model, kind)}/*")
 
 
 def _codes(report) -> set:

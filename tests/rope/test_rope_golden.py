@@ -55,10 +55,10 @@ def test_nearest_double_edge_cases():
 
 @given(st.floats(allow_nan=False, allow_infinity=False), st.integers(-3, 3))
 def test_phase_rounding_agrees_with_the_oracle(x, k):
-    # phase._to_double (the golden fallback) rounds independently of oracle.nearest_double
+    # phase.to_double (the golden fallback) rounds independently of oracle.nearest_double
     with mpmath.workprec(2200):
         v = mpmath.mpf(x) + k * mpmath.mpf(2) ** (int(mpmath.mag(x) if x else -1074) - 54)
-        assert phase._to_double(v) == oracle.nearest_double(v)
+        assert phase.to_double(v) == oracle.nearest_double(v)
 
 
 # ---- cos/sin --------------------------------------------------------------------------------

@@ -90,5 +90,5 @@ def test_scaled_rope_with_an_attention_factor_goes_through_the_kernel_unchanged(
     sc = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
     table, factor = scaled_table(16, 1e4, sc, None)
     want = phase._rotate(x, pos, table, 16, "half", "cpu", "fast", shared=True)
-    want[..., :16] *= phase._to_double(factor(phase.PREC_BITS))  # the tail is not scaled
+    want[..., :16] *= phase.to_double(factor(phase.PREC_BITS))  # the tail is not scaled
     assert factor(64) != 1 and rope.apply(x, pos, rotary_dim=16, scaling=sc).tobytes() == want.tobytes()
