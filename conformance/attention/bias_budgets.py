@@ -1,8 +1,7 @@
 """The error E_b [b, hq, s, K] a position bias adds to attention's logits (stage 3 of budgets.py's
 docstring), shared by the running bound (budgets.py) and the half-precision bound (half.py): ALiBi's
-derived here; KERPLE's and FIRE's are those families' own forward budgets (conformance.kerple.bias,
-conformance.fire.bias), evaluated at each batch row's query and key positions, which is why this
-module, and budgets.py for FIRE's gradients, import those families' budget functions.
+derived here; KERPLE's and FIRE's are those families' forward budgets (conformance.core.bias_budgets,
+shared with the families), evaluated at each batch row's query and key positions.
 """
 
 from __future__ import annotations
@@ -10,11 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import tolerance
-from conformance.fire.bias import budget as fire_budget
-from conformance.fire.spec import FireSpec
-from conformance.kerple.bias import budget as kerple_budget
-from conformance.kerple.spec import KerpleSpec
+from conformance.core.bias_budgets import fire_bias, kerple_bias
 from reference.numerics.bias.alibi import slopes
+from reference.numerics.bias.fire import EPS, INIT_L
 
 
 def alibi_logit_error(st: dict, spec, positions: np.ndarray, u: float, t: float) -> np.ndarray:
@@ -29,8 +26,8 @@ def alibi_logit_error(st: dict, spec, positions: np.ndarray, u: float, t: float)
 
 def bias_logit_error(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> np.ndarray | None:
     """E_b [b, hq, s, K] of the bias in the logits (stage 3), None without a bias: ALiBi's
-    alibi_logit_error; KERPLE's and FIRE's own forward budgets (conformance.kerple.bias.budget,
-    conformance.fire.bias.budget: unit t, T's smallest subnormal included) evaluated at each batch
+    alibi_logit_error; KERPLE's and FIRE's own forward budgets (conformance.core.bias_budgets's
+    kerple_bias and fire_bias: unit t, T's smallest subnormal included) evaluated at each batch
     row's query and key positions, T5 0 (a lookup); each plus u (|b| + |z|), the bias's cast to T
     and the rounding of its sum with the scaled dot product."""
     u = tolerance.unit_roundoff(dtype)
@@ -42,12 +39,11 @@ def bias_logit_error(st: dict, spec, positions: np.ndarray, dtype: str, profile:
     bias, kpos = st["bias"], st["kpos"]
     rows = range(positions.shape[0])
     if spec.encoding == "kerple":
-        ks = KerpleSpec(spec.kerple_variant, spec.kerple_r1, spec.kerple_r2, spec.causal)
-        own = np.stack([kerple_budget(positions[i], kpos[i], ks, bias[i], dtype, profile) for i in rows])
+        own = np.stack([kerple_bias(positions[i], kpos[i], spec.kerple_variant, spec.kerple_r1, spec.kerple_r2,
+                                    bias[i], dtype, profile) for i in rows])
     elif spec.encoding == "fire":
         w = {n: st["W"][n] for n in ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
-        fs = FireSpec(spec.num_heads, int(w["W1"].shape[0]), causal=spec.causal)
-        own = np.stack([fire_budget(positions[i], kpos[i], w, fs, bias[i], dtype, profile) for i in rows])
+        own = np.stack([fire_bias(positions[i], kpos[i], w, INIT_L, EPS, bias[i], dtype, profile) for i in rows])
     else:
         own = np.zeros_like(bias)
     vis = st["vis"][:, None]

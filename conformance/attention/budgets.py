@@ -51,11 +51,7 @@ import numpy as np
 from conformance.attention.bias_budgets import bias_logit_error
 from conformance.attention.half import half_budget, is_half
 from conformance.attention.stages import reference_config
-from conformance.core import tolerance
-# FIRE's parameters' gradient budgets are FIRE's own (conformance.fire.backward), evaluated per
-# batch row: the one place the attention family reads another family's budget (bias_budgets.py too).
-from conformance.fire.backward import budgets as fire_budgets
-from conformance.fire.spec import FireSpec
+from conformance.core import bias_budgets, tolerance
 from reference.attention import backward as ref_backward
 from reference.numerics.bias.fire import EPS, INIT_L
 from reference.numerics.bias.fire_backward import features
@@ -179,7 +175,7 @@ def gradient_budget(st: dict, spec, positions, g, back: dict, grads: dict, dtype
       dW_x = dx^T X:      E = E_dx^T |X| + gamma(b s) M_dx^T |X| + u |dW_x|
     The bias's parameters (bias_gradient_budget), from E_dS and M_dS = |dS| + E_dS:
       T5 rel_bias[t, h] = sum of the n_t dS over bucket t:  E = sum E_dS + gamma_T(n_t) sum M_dS + u |grad|
-      FIRE's MLP: conformance.fire.backward.budgets (cotangent dS per row) + the VJP's magnitude of
+      FIRE's MLP: conformance.core.bias_budgets.fire_gradients (cotangent dS per row) + the VJP's magnitude of
                   the cotangent's error E_dS + gamma(b) M_dS (the rows summed before or after)
     Budget = E + T's smallest subnormal."""
     u = tolerance.unit_roundoff(dtype)
@@ -274,7 +270,7 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
     sum over the b rows of VJP_row(dS~_row), with dS~ the computed cotangent. The VJP is linear, so
     the error is VJP(dS~) - VJP(dS) (bounded by the VJP on magnitudes, reference.attention.backward
     .fire_magnitudes: every unit counted as active, |W1|, |W2|, c's two paths added, of E_dS) plus
-    the arithmetic of the VJP applied to dS per row (conformance.fire.backward.budgets, its own
+    the arithmetic of the VJP applied to dS per row (conformance.core.bias_budgets.fire_gradients, its own
     derivation, with every entry graded: dS is 0 on the keys a query does not see, the count n_e
     is s K), plus the rows' sum (the b rows' gradients added, or the rows' dS added before one
     VJP): gamma(b) M_dS through the magnitude VJP. The arithmetic on the cotangent's error itself
@@ -297,11 +293,11 @@ def bias_gradient_budget(st: dict, spec, dS: np.ndarray, EdS: np.ndarray, grads:
     b, hq, s, K = dS.shape
     w = st["W"]
     hidden = int(np.size(w["b1"]))
-    fs = FireSpec(hq, hidden, INIT_L, EPS, causal=False)
     pos, kpos = st["positions"], st["kpos"]
-    params = {r: w[r] for r in ref_backward.bias_roles(c)}
-    rows = [fire_budgets({"q_positions": pos[bi], "k_positions": kpos[bi], **params},
-                         np.where(vis[bi, 0][None], dS[bi], 0.0), fs, dtype, profile) for bi in range(b)]
+    params = bias_budgets.fire_weights(w)
+    every = np.ones((s, K), dtype=bool)  # the entries not attended are 0 in the cotangent
+    rows = [bias_budgets.fire_gradients(pos[bi], kpos[bi], params, np.where(vis[bi, 0][None], dS[bi], 0.0), every,
+                                        INIT_L, EPS, dtype, profile) for bi in range(b)]
     spread = fire_cotangent_error(st, EdS + gamma(b, a) * MdS, t)
     lift = 1.0 + gamma(hq + hidden + s * K + b + 24, a)
     return {r: np.sum([row[r] for row in rows], axis=0) + lift * spread[r] for r in ref_backward.bias_roles(c)}

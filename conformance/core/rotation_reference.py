@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference import rope
+from reference.numerics import frequencies as reference_frequencies, layouts, rotation
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ def _scaling(spec) -> dict:
 def frequencies(spec) -> tuple[np.ndarray, float]:
     """(inv_freq float64 [r/2], attention_factor) of the spec, scaling included."""
     if spec.scaling is None:
-        return rope.inv_freq(spec.rotary_dim, spec.base), 1.0
-    return rope.frequencies(spec.rotary_dim, spec.base, **_scaling(spec))
+        return reference_frequencies.inv_freq(spec.rotary_dim, spec.base), 1.0
+    return reference_frequencies.frequencies(spec.rotary_dim, spec.base, **_scaling(spec))
 
 
 def tables(positions, spec) -> Tables:
@@ -61,7 +61,7 @@ def tables(positions, spec) -> Tables:
     inv, factor = frequencies(spec)
     phi = np.abs(pos.astype(np.float64)[..., None] * inv)
     # The attention factor of a scaling is included (f cos, f sin), as HF returns them.
-    cos, sin = rope.cos_sin(pos, spec.rotary_dim, spec.base, backend="numpy", **_scaling(spec))
+    cos, sin = rotation.cos_sin(pos, spec.rotary_dim, spec.base, backend="numpy", **_scaling(spec))
     for table in (cos, sin, phi, inv):
         table.setflags(write=False)  # shared by every later case that hits the cache
     result = Tables(cos, sin, phi, inv, float(factor))
@@ -74,8 +74,8 @@ def tables(positions, spec) -> Tables:
 def apply(x_f64: np.ndarray, positions, spec, layout: str) -> np.ndarray:
     """The reference output for input x [b, s, h, d] (float64) in the given pair layout."""
     t = tables(positions, spec)
-    return rope.rotate_pairs(x_f64, t.cos, t.sin, layout=layout, rotary_dim=spec.rotary_dim)
+    return layouts.rotate_pairs(x_f64, t.cos, t.sin, layout=layout, rotary_dim=spec.rotary_dim)
 
 
 def pair_indices(rotary_dim: int, layout: str):
-    return rope.pair_indices(rotary_dim, layout)
+    return layouts.pair_indices(rotary_dim, layout)

@@ -14,43 +14,8 @@ Reference. reference.fire.backward.bias_vjp in golden mode on the weights and G 
 (exact in every dtype). Non-differentiable points follow torch: relu'(0) = 0, abs'(0) = 0, and
 at a tie i = L torch.max(q, threshold) gives each side half the gradient (dm/dL = 1/2).
 
-Budget, per gradient element, first order in u = u_tab (the dtype's table roundoff: standard
-admits float32 intermediates, strict the dtype's own; the module computes the feature in
-float32, or float64 for a float64 model, never coarser than u) for each value rounded to T, and
-a = the accumulation unit (conformance.core.tolerance.accumulation_roundoff: float32 for half
-dtypes, as torch's matmuls and sums accumulate) for the additions of a sum: a sum of n terms
-with k roundings to T around it costs n a + k u of its terms' magnitudes. Notation as fire.bias's budget:
-n = |i - j|, A = psi(n), D = psi(max(i, L)) + eps, x = A / D, p_k = W1_k x + b1_k, with the
-forward's errors e_A = 3u + 2u A, e_D = 3u + 3u D, err_x = u (3 (1 + x) / D + 6 x) and
-err_p_k = |W1_k| err_x + 2u |W1_k x| + u |b1_k|; n_e the number of graded entries (the sums over
-entries run over them, in any order: recursive summation's gamma_{n_e}, Higham sec. 4.2).
-Autograd through the module (Linear -> ReLU -> Linear in T, the feature in float32) computes:
-
-- delta_k = [p_k > 0] sum_h G_hk W2_hk (G W2 over H heads, then the ReLU mask of the *computed*
-  p_k): magnitude S_k = sum_h |G_h W2_hk|, error (H a + u) S_k where p_k > 0; where
-  |p_k| <= err_p_k the mask may differ from the exact one (the kink): error S_k there.
-- grad_b2 = sum_ij G: (n_e a + 2 u) sum |G|.
-- grad_W2 = sum_ij G a_k: sum |G| (err_p_k + (n_e a + 2 u) |a_k|) (a_k carries the forward's error).
-- grad_b1 = sum_ij delta_k: its errors plus (n_e a + 2 u) sum S_k.
-- grad_W1 = sum_ij delta_k x_T: its errors times |x|, S_k (err_x + u |x|) (x rounded to T),
-  (n_e a + 3 u) sum S_k |x|.
-- gx = sum_k delta_k W1_k (the feature's gradient, cast to float32): magnitude S_x = sum_k S_k
-  |W1_k| over the units active or at the kink, error E_x = sum_k |W1_k| err_delta_k + (hidden a
-  + 2 u) S_x; the computed gx is at most g_x = |gx| + E_x in size.
-- grad_c = sum_ij gx sign(c) (t1 - t2), t1 = n / ((|c| n + 1) D), t2 = A t2', t2' = m / ((|c| m
-  + 1) D^2): error sum_ij [E_x |t1 - t2| (gx's error goes down both paths) + g_x (|t1| (e_D / D
-  + 8u) + e_A t2' + |t2| (2 e_D / D + 10u))] + (n_e a + 4 u) sum_ij g_x (|t1| + |t2|) (the
-  backward's log, abs, mul and div steps
-  round a few times each, with D's and A's own errors; the sums over entries, over keys for the
-  normalizer, and the cast to c's dtype). The two paths (through psi(n) and through the
-  normalizer) are summed separately, so the bound is relative to |t1| + |t2|, not to their
-  difference: c's gradient is ill-conditioned where they nearly cancel (small D: L close to 0).
-- grad_L_multiplier = -init_L sign(L_mult) sum_ij gx t_L dm/dL, t_L = A |c| / ((|c| m + 1) D^2):
-  likewise with e_A |c| / ((|c| m + 1) D^2) and |t_L| (2 e_D / D + 10u), (n_e a + 5 u); at a tie
-  i = L any one-sided convention (torch.clamp(min=L) gives 0, torch.where 1, torch.max 1/2) is a
-  valid subgradient, so each row i = L adds half its exact one-sided contribution,
-  |sum_j gx t_L| / 2 (and its errors counted in full).
-- plus (n_e + hidden + H + 10) times the dtype's smallest subnormal.
+Budget, per gradient element: conformance.core.bias_budgets.fire_gradients (its derivation
+there; shared with the attention composite).
 
 Diagnosis (core codes): zeros (backward-missing: the parameter detached or its gradient left
 out), the gradient of c without the normalizer's part or without the distance's part (one of the
@@ -61,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import bias_budgets, tolerance
 from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
@@ -98,11 +63,6 @@ def graded_entries(qp, kp, spec) -> np.ndarray:
     return (kp[None, :] <= qp[:, None]) if spec.causal else np.ones((qp.size, kp.size), dtype=bool)
 
 
-def weights(inputs) -> dict:
-    w = {r: np.asarray(inputs[r], dtype=np.float64) for r in ROLES}
-    return {**w, "c": float(w["c"].reshape(())), "L_multiplier": float(w["L_multiplier"].reshape(()))}
-
-
 def cotangent_tensor(case_id: str, inputs: dict, spec, dtype: str, device: str):
     """G [H, sq, sk] in the dtype under test, 0 on the entries not graded."""
     import torch
@@ -128,62 +88,16 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
     if key not in _CACHE:
         if len(_CACHE) > 64:
             _CACHE.clear()
-        _CACHE[key] = reference_backward.bias_vjp(G, inputs["q_positions"], inputs["k_positions"], weights(inputs),
+        _CACHE[key] = reference_backward.bias_vjp(G, inputs["q_positions"], inputs["k_positions"], bias_budgets.fire_weights(inputs),
                                                   init_L=spec.init_L, eps=spec.eps, mode="golden")
     return _CACHE[key]
 
 
 def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict:
-    """{role: budget shaped like the parameter} (module docstring)."""
+    """{role: budget shaped like the parameter} at the case's spec (conformance.core.bias_budgets)."""
     qp, kp = inputs["q_positions"], inputs["k_positions"]
-    w = weights(inputs)
-    f = reference_backward.features(qp, kp, w, init_L=spec.init_L, eps=spec.eps)
-    u = tolerance.table_roundoff(dtype, profile)
-    a = tolerance.accumulation_roundoff(dtype, profile)
-    A, D, x, m, n = f["A"], f["D"], f["x"], f["m"], f["n"]
-    ac = abs(w["c"])
-    w1, b1 = np.abs(w["W1"][:, 0]), np.abs(w["b1"])
-    heads, hidden = w["W2"].shape
-    e_A, e_D = 3 * u + 2 * u * A, 3 * u + 3 * u * D
-    err_x = u * (3 * (1 + x) / D + 6 * x)
-    err_p = w1 * err_x[..., None] + 2 * u * w1 * np.abs(x)[..., None] + u * b1  # [sq, sk, hidden]
-    active = f["active"]
-    kink = np.abs(f["p"]) <= err_p
-    graded = graded_entries(qp, kp, spec)
-    n_e = int(graded.sum())
-    Gm = np.moveaxis(np.abs(G) * graded[None], 0, -1)  # [sq, sk, H]
-    S = Gm @ np.abs(w["W2"])  # [sq, sk, hidden]
-    err_delta = (heads * a + u) * S * active + S * kink
-    live = active | kink
-    S_x = (S * live) @ w1
-    E_x = err_delta @ w1 + (hidden * a + 2 * u) * S_x
-    # |gx| (exact, float64) plus its error bounds the gradient the feature's backward receives
-    gx = ((np.moveaxis(G * graded[None], 0, -1) @ w["W2"]) * active) @ w["W1"][:, 0]
-    g_x = np.abs(gx) + E_x
-    t1 = n / ((ac * n + 1) * D)
-    t2p = m / ((ac * m + 1) * D * D)
-    t2 = A * t2p
-    tLp = ac / ((ac * m + 1) * D * D)
-    tL = A * tLp
-    rel_D = e_D / D
-    c_err = E_x * np.abs(t1 - t2) + g_x * (t1 * (rel_D + 8 * u) + e_A * t2p + t2 * (2 * rel_D + 10 * u)) \
-        + (n_e * a + 4 * u) * g_x * (t1 + t2)
-    dm = f["dm_dL"]  # [sq, 1]: 1 below L, 1/2 at a tie, 0 past it
-    tie = (dm == 0.5)[:, 0]
-    # any convention at a tie: the rows i = L may carry 0 to 1 times their one-sided derivative
-    L_err = np.sum((E_x * tL + g_x * (e_A * tLp + tL * (2 * rel_D + 10 * u)) + (n_e * a + 5 * u) * g_x * tL) * (dm > 0)) \
-        + 0.5 * np.sum(np.abs(np.sum(gx * tL, axis=1))[tie])
-    floor = (n_e + hidden + heads + 10) * tolerance.SMALLEST_SUBNORMAL[dtype]
-    out = {
-        "c": np.array(np.sum(c_err)),
-        "L_multiplier": np.array(np.sum(L_err) * spec.init_L),
-        "W1": (np.einsum("ijk,ij->k", err_delta, np.abs(x)) + np.einsum("ijk,ij->k", S * live, err_x + u * np.abs(x))
-               + (n_e * a + 3 * u) * np.einsum("ijk,ij->k", S * active, np.abs(x)))[:, None],
-        "b1": (err_delta + (n_e * a + 2 * u) * S * active).sum(axis=(0, 1)),
-        "W2": np.einsum("ijh,ijk->hk", Gm, err_p + (n_e * a + 2 * u) * f["a"]),
-        "b2": (n_e * a + 2 * u) * Gm.sum(axis=(0, 1)),
-    }
-    return {role: b + floor for role, b in out.items()}
+    return bias_budgets.fire_gradients(qp, kp, bias_budgets.fire_weights(inputs), G, graded_entries(qp, kp, spec), spec.init_L,
+                                       spec.eps, dtype, profile)
 
 
 def grade(inputs: dict, G: np.ndarray, spec, dtype: str, device: str, grads: dict) -> dict:
@@ -233,7 +147,7 @@ def locate(spec, index: GradIndex) -> str:
 def _c_parts(inputs, G, spec) -> tuple:
     """grad_c from the distance's psi alone, and from the normalizer's alone (float64, fast)."""
     qp, kp = inputs["q_positions"], inputs["k_positions"]
-    w = weights(inputs)
+    w = bias_budgets.fire_weights(inputs)
     f = reference_backward.features(qp, kp, w, init_L=spec.init_L, eps=spec.eps)
     delta = (np.moveaxis(G, 0, -1) @ w["W2"]) * f["active"]
     gx = delta @ w["W1"][:, 0]

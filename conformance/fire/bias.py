@@ -6,22 +6,8 @@ hidden], ``b2`` [num_heads] (the stored values are exact in every dtype, so noth
 cast); spec a FireSpec. Graded against reference.fire (NumPy backend, within a few u_64 of the
 exact values) on the keys j <= i (causal) or every key.
 
-Budget per entry, first order in u (the dtype's table roundoff: standard admits float32
-intermediates, strict the dtype's own), with n = |i - j|, psi_n = psi(n), N = psi(max(i, L)) + eps,
-x = psi_n / N, p_k = W1_k x + b1_k, h_k = relu(p_k):
-
-- psi(n) = log(|c n| + 1): n converted to the dtype, the product c n (a relative error u each; a
-  relative error of the argument a moves log(1 + a) by at most u a / (1 + a) <= u), the sum + 1
-  (u, absolute, in the log), log within 1 ulp (2u psi_n): 3u + 2u psi_n. N likewise, with the
-  threshold's product L_multiplier * init_L (u) in place of the conversion, and the sum + eps
-  (u N): 3u + 3u N. The division (u x): err_x = u (3 (1 + x) / N + 6 x).
-- p_k: |W1_k| err_x, the product and the sum: 2u |W1_k x| + u |b1_k|; ReLU passes the error
-  unchanged (Lipschitz 1, so the kink costs nothing beyond the pre-activation's error).
-- the output sum_k W2_hk h_k + b2_h: sum_k |W2_hk| err_p_k, plus (hidden + 1) a (sum_k |W2_hk h_k| +
-  |b2_h|) for the products and the sum in any order, a the accumulation unit
-  (conformance.core.tolerance.accumulation_roundoff: float32 for half dtypes, as nn.Linear
-  accumulates), plus u |out| for rounding to the dtype;
-- plus the dtype's smallest subnormal.
+Budget per entry: conformance.core.bias_budgets.fire_bias (its derivation there; shared with the
+attention composite).
 
 --grad (conformance/fire/backward.py): the gradients of c, L_multiplier, W1, b1, W2 and b2 for a
 cotangent drawn from the case (0 on the keys not graded), against the float64 reference VJP
@@ -33,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import bias_budgets, tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import check_tensor, grade_on_mask, mutation_problems, torch_dtype
 from conformance.fire import backward
@@ -63,23 +49,8 @@ def mlp(x, w) -> np.ndarray:
 
 
 def budget(qp, kp, w, spec, ref, dtype, profile, features=None) -> np.ndarray:
-    """[H, sq, sk] (module docstring); ``features`` = (psi_n [sq, sk], norm [sq, 1]) of another
-    formula (a diagnosis candidate's) in place of FIRE's own."""
-    u = tolerance.table_roundoff(dtype, profile)
-    a = tolerance.accumulation_roundoff(dtype, profile)
-    if features is None:
-        L = abs(w["L_multiplier"] * spec.init_L)
-        c = abs(w["c"])
-        features = (np.log1p(c * np.abs(qp[:, None] - kp[None, :])), np.log1p(c * np.maximum(qp, L))[:, None] + spec.eps)
-    psi_n, norm = features
-    x = np.abs(psi_n / norm)
-    err_x = u * (3 * (1 + x) / norm + 6 * x)
-    w1, b1 = np.abs(w["W1"][:, 0]), np.abs(w["b1"])
-    err_p = w1 * err_x[..., None] + 2 * u * w1 * x[..., None] + u * b1  # [sq, sk, hidden]
-    h = np.maximum(w["W1"][:, 0] * x[..., None] + w["b1"], 0.0)
-    w2 = np.abs(w["W2"])
-    total = np.moveaxis(err_p @ w2.T + (spec.hidden + 1) * a * (h @ w2.T + np.abs(w["b2"])), -1, 0)
-    return total + u * np.abs(ref) + tolerance.SMALLEST_SUBNORMAL[dtype]
+    """[H, sq, sk]: the budget per entry at the case's spec (conformance.core.bias_budgets)."""
+    return bias_budgets.fire_bias(qp, kp, w, spec.init_L, spec.eps, ref, dtype, profile, features)
 
 
 class FireBias(Protocol):

@@ -53,7 +53,9 @@ from conformance.core.rotation_spec import from_layout, layout_shape
 from conformance.gaussian_rope.kernel import amplitude, distances, kernel_error
 from conformance.gaussian_rope.spec import GaussianRopeSpec
 from conformance.training import cotangent
-from reference import gaussian_rope, rope
+from reference import gaussian_rope
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 from reference.gaussian_rope import backward as reference_backward
 
 GRADCHECK_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}
@@ -160,7 +162,7 @@ def score_vjp(G, q, k, qp, kp, spec, layout=None):
 
 def _pair_magnitude(x, spec):
     """[b, s, h, d]: |x_e| + |x_e'| on each element of a pair, |x_e| on the tail."""
-    first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+    first, second = pair_indices(spec.rotary_dim, spec.layout)
     out = np.abs(np.asarray(x, dtype=np.float64))
     mag = out[..., first] + out[..., second]
     out = out.copy()
@@ -173,8 +175,8 @@ def _rotation_budget(mag, pos, spec, dtype, profile):
     """Element budget [b, s, h, d] of rotating pairs of magnitude mag (per element, as
     _pair_magnitude) at positions pos [b, s]; 0 on the tail (no rotation there)."""
     r = spec.rotary_dim
-    first, _ = rope.pair_indices(r, spec.layout)
-    theta = rope.inv_freq(r, spec.base)
+    first, _ = pair_indices(r, spec.layout)
+    theta = inv_freq(r, spec.base)
     phi = np.abs(np.asarray(pos, dtype=np.float64))[:, :, None, None] * theta
     pair = budgets.rotation_budget(mag[..., first], phi, r, spec.base, dtype, profile)
     out = np.zeros(mag.shape)
@@ -184,7 +186,7 @@ def _rotation_budget(mag, pos, spec, dtype, profile):
 
 def _pair_of(spec):
     """For each rotated dim, the index of its pair."""
-    first, second = rope.pair_indices(spec.rotary_dim, spec.layout)
+    first, second = pair_indices(spec.rotary_dim, spec.layout)
     idx = np.empty(spec.rotary_dim, dtype=np.int64)
     idx[first] = np.arange(len(first))
     idx[second] = np.arange(len(second))

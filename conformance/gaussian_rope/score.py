@@ -27,13 +27,16 @@ from conformance.gaussian_rope.spec import spec_of
 from conformance.results import Diagnosis
 from conformance.gaussian_rope.backward import diagnose_score, grade_score, score_cotangent, score_gradcheck_case
 from conformance.training import gradcheck_identity
-from reference import gaussian_rope, rope
+from reference import gaussian_rope
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
+from reference.numerics import rotation
 
 
 def plain_scores(q, k, qp, kp, spec) -> np.ndarray:
     """<R_m q, R_n k> [b, h, sq, sk] in float64, no kernel."""
-    qr = rope.apply(q, qp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
-    kr = rope.apply(k, kp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
+    qr = rotation.apply(q, qp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
+    kr = rotation.apply(k, kp, rotary_dim=spec.rotary_dim, base=spec.base, layout=spec.layout, backend="numpy")
     return np.einsum("bihd,bjhd->bhij", qr, kr)
 
 
@@ -81,8 +84,8 @@ class GaussianRopeScore(Protocol):
     @staticmethod
     def budget(q, k, qp, kp, spec, kern, plain, dtype, profile) -> np.ndarray:
         r = spec.rotary_dim
-        first, second = rope.pair_indices(r, spec.layout)
-        theta = rope.inv_freq(r, spec.base)
+        first, second = pair_indices(r, spec.layout)
+        theta = inv_freq(r, spec.base)
 
         def pair_parts(x, pos):
             mag = np.abs(x[..., first]) + np.abs(x[..., second])  # [b, s, h, r/2]

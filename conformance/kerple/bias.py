@@ -5,32 +5,20 @@ reference.kerple.bias (NumPy backend, within 4 ulp of float64) after the clamps.
 grade the keys j <= i only. Dtype-free: graded in the dtype returned, with u = that dtype's
 table roundoff (standard: at least u_32; strict: u of the dtype).
 
-Budget per entry, n = |i - j|, r1, r2 the clamped parameters, y the reference (first order):
-
-- log, y = -r1 log(1 + x), x = r2 n: n converted to the dtype (relative u: exact below 2^24 in
-  float32, not past 2^11 in float16 or 2^8 in bfloat16), r2 rounded to the dtype (u), the product
-  r2 n (u): each is a relative error of x, which moves log(1 + x) by at most u x / (1 + x) <= u;
-  forming 1 + x before log (the code's ``log(1 + r2 n)``) moves it by u more. Then log within
-  1 ulp (2u |y|), r1 rounded (u |y|) and the product (u |y|): 4 u r1 + 4 u |y|.
-- power, y = -r1 n^r2: n converted (relative u, so r2 u in n^r2), r2 rounded (relative u, so
-  u r2 |ln n| in n^r2), pow within 1 ulp (2u), r1 rounded and the product (2u):
-  u |y| (r2 (1 + |ln n|) + 4).
-
-plus the dtype's smallest subnormal.
+Budget per entry: conformance.core.bias_budgets.kerple_bias (its derivation there; shared with
+the attention composite).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from conformance.core import tolerance
+from conformance.core import bias_budgets, tolerance
 from conformance.core.protocol import Graded, Prepared, Protocol
 from conformance.core.tensors import adapter_inputs, check_tensor, grade_on_mask
 from conformance.kerple.spec import spec_of
 from conformance.results import Diagnosis
 from reference import kerple
-
-C_LOG_ABS, C_LOG_REL, C_POW_REL = 4, 4, 4
 
 
 def graded_entries(qp, kp, spec) -> np.ndarray:
@@ -50,15 +38,8 @@ def reference(qp, kp, spec, variant=None, clamped=True) -> np.ndarray:
 
 
 def budget(qp, kp, spec, ref, dtype, profile) -> np.ndarray:
-    u = tolerance.table_roundoff(dtype, profile)
-    r1, r2 = kerple.clamp(spec.variant, spec.r1, spec.r2)
-    n = np.abs(qp[:, None] - kp[None, :])[None]
-    if spec.variant == "log":
-        b = u * (C_LOG_ABS * r1[:, None, None] + C_LOG_REL * np.abs(ref))
-    else:
-        log_n = np.log(np.maximum(n, 1.0))
-        b = u * np.abs(ref) * (r2[:, None, None] * (1.0 + log_n) + C_POW_REL)
-    return b + tolerance.SMALLEST_SUBNORMAL[dtype]
+    """[H, sq, sk]: the budget per entry at the case's spec (conformance.core.bias_budgets)."""
+    return bias_budgets.kerple_bias(qp, kp, spec.variant, spec.r1, spec.r2, ref, dtype, profile)
 
 
 class KerpleBias(Protocol):

@@ -31,7 +31,9 @@ import numpy as np
 from conformance.core.mutants import round_to
 from conformance.mrope.rotation import reference
 from conformance.results import Diagnosis
-from reference import mrope, rope
+from reference import mrope
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 
 LOW = ("bfloat16", "float16")
 
@@ -39,7 +41,7 @@ LOW = ("bfloat16", "float16")
 def rotate(x, phi, layout, rotary_dim):
     """x [b, s, h, d] with pair i of its first rotary_dim dims (``layout``) turned by phi [b, s, r/2]
     (float64, exact cos and sin); the tail copied."""
-    first, second = rope.pair_indices(rotary_dim, layout)
+    first, second = pair_indices(rotary_dim, layout)
     out = np.array(x, dtype=np.float64, copy=True)
     with np.errstate(invalid="ignore"):  # float16 angles of positions past 65504 are inf: NaN, no match
         c, s = np.cos(phi)[:, :, None, :], np.sin(phi)[:, :, None, :]
@@ -61,7 +63,7 @@ def rebased(x, positions, spec):
     for stream in range(3):
         pairs = np.flatnonzero(which == stream)
         if pairs.size:
-            theta[pairs] = rope.inv_freq(2 * pairs.size, spec.base)
+            theta[pairs] = inv_freq(2 * pairs.size, spec.base)
     return rotate(x, stream_positions(positions, which) * theta, spec.layout, spec.rotary_dim)
 
 
@@ -92,7 +94,7 @@ def low_precision_angles(positions, which, theta, low) -> list:
 
 def _candidates(x, positions, spec):
     r, d, layout = spec.rotary_dim, x.shape[-1], spec.layout
-    theta = rope.inv_freq(r, spec.base)
+    theta = inv_freq(r, spec.base)
     which = mrope.streams(r, spec.mrope_section, spec.variant)
     yield "section-rebased", "each section uses its own ladder base^(-2j/n) instead of its slice of one ladder", \
         lambda: rebased(x, positions, spec)
@@ -124,11 +126,11 @@ def _candidates(x, positions, spec):
         whole[:r // 2] = which
         yield "rotary-dim-mismatch", f"the whole head ({d} features) is rotated with its own ladder over {d} " \
             f"instead of the first {r} (partial rotary ignored)", \
-            lambda: rotate(x, stream_positions(positions, whole) * rope.inv_freq(d, spec.base), layout, d)
+            lambda: rotate(x, stream_positions(positions, whole) * inv_freq(d, spec.base), layout, d)
     if r < d:
         yield "rotary-dim-mismatch", f"the first {r} features rotated with the whole head's ladder " \
             f"base^(-2i/{d}) (head_dim where rotary_dim belongs in the exponent)", \
-            lambda: rotate(x, stream_positions(positions, which) * rope.inv_freq(d, spec.base)[:r // 2], layout, r)
+            lambda: rotate(x, stream_positions(positions, which) * inv_freq(d, spec.base)[:r // 2], layout, r)
     for low in LOW:
         for message, phi in low_precision_angles(positions, which, theta, low):
             yield "angle-precision", f"{message}: the error grows with the position", \

@@ -12,7 +12,9 @@ from conformance.core import tolerance
 from conformance.core.protocol import Graded
 from conformance.core import rotation_budgets as budgets
 from conformance.core.tensors import argmax_index, finite_max, over_budget, per_position_curve, ratio_max, token_max
-from reference import mrope, rope
+from reference import mrope
+from reference.numerics.frequencies import inv_freq
+from reference.numerics.layouts import pair_indices
 
 
 def reference(x, positions, spec, **changes):
@@ -27,9 +29,9 @@ def score(graded: Graded, profile: str, spec, dtype: str, x, pos, err) -> None:
     the rotation budget of the pairs of x at |p_s(i) theta_i| and the passthrough budget of x's tail.
     (The backward grades its gradient with the cotangent as x: conformance.mrope.backward.)"""
     r = spec.rotary_dim
-    first, second = rope.pair_indices(r, spec.layout)
+    first, second = pair_indices(r, spec.layout)
     which = mrope.streams(r, spec.mrope_section, spec.variant)
-    theta = rope.inv_freq(r, spec.base)
+    theta = inv_freq(r, spec.base)
     phi = np.abs(pos[which, :, :].transpose(1, 2, 0).astype(np.float64)) * theta  # [b, s, r/2]
     mag = np.abs(x[..., first]) + np.abs(x[..., second])
     pair_err = np.maximum(err[..., first], err[..., second])
