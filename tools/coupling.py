@@ -7,7 +7,10 @@ Prints, for the tree at ROOT (default "."):
   them are outside tests/rope/ too (RoPE's own tests);
 - then for each side, conformance/ (shared layer: core, commands, reports, schemas) and reference/
   (shared layer: numerics, golden, identities, zoo, and the modules families.py, safe_files.py):
-  - family modules importing another family's modules of that side (the shared layer excepted);
+  - family modules importing another family's modules of that side (the shared layer excepted),
+    and, for conformance families, another family's reference modules;
+  - modules of the layer the families build on (conformance/core, reference/numerics) importing a
+    family;
   - import cycles inside each family folder (strongly connected components of more than one
     module, counting module-level and function-level imports alike), and the module-level ones;
   - delegating methods: methods whose body is only imports and one return statement (and their lines);
@@ -115,11 +118,19 @@ def side_counts(root: Path, mods: dict, known: set, side: str, families: list) -
     importing another family of that side (cross), the import graphs inside each family folder (any
     import, module-level only), the delegating methods and the function-level imports of the
     project's own modules (conformance.*, reference.*)."""
-    cross, func_level, deleg = [], [], []
+    cross, func_level, deleg, layer = [], [], [], []
+    reference_families = set(family_names(root / "reference", REFERENCE_SHARED))
+    base = "core" if side == "conformance" else "numerics"  # the layer the families build on
     graphs = {f: {} for f in families}
     static_graphs = {f: {} for f in families}
     for path, (name, tree) in mods.items():
         parts = name.split(".")
+        if parts[0] == side and len(parts) >= 2 and parts[1] == base:
+            used = sorted({m.split(".")[1] for m, _ in imports(tree, name, path.name == "__init__.py")
+                           if m in known and m.split(".")[0] in ("conformance", "reference") and len(m.split(".")) > 1
+                           and m.split(".")[1] in reference_families | set(families)})
+            if used:
+                layer.append((path.relative_to(root).as_posix(), used))
         if parts[0] != side or len(parts) < 2 or parts[1] not in families:
             continue
         rel = path.relative_to(root).as_posix()
@@ -127,6 +138,10 @@ def side_counts(root: Path, mods: dict, known: set, side: str, families: list) -
         targets = [(m, f) for m, f in imports(tree, name, path.name == "__init__.py") if m in known]
         others = sorted({m.split(".")[1] for m, _ in targets if m.startswith(f"{side}.")
                          and m.split(".")[1] in families and m.split(".")[1] != fam})
+        if side == "conformance":  # a conformance family reading another family's reference
+            others += sorted({f"reference.{m.split('.')[1]}" for m, _ in targets if m.startswith("reference.")
+                              and len(m.split(".")) > 1 and m.split(".")[1] in reference_families
+                              and m.split(".")[1] != fam})
         if others:
             cross.append((rel, others))
         for m, f in targets:
@@ -138,7 +153,7 @@ def side_counts(root: Path, mods: dict, known: set, side: str, families: list) -
                 func_level.append((rel, m))
         deleg += [(rel, d, n) for d, n in delegating(tree)]
         graphs[fam].setdefault(name, set())
-    return {"cross": cross, "func_level": func_level, "deleg": deleg,
+    return {"cross": cross, "func_level": func_level, "deleg": deleg, "layer": layer, "base": base,
             "cycles": {f: sccs(g) for f, g in graphs.items()},
             "static": {f: sccs(g) for f, g in static_graphs.items()}}
 
@@ -147,6 +162,9 @@ def print_counts(side: str, c: dict) -> None:
     """The counts of side_counts, one heading per count, then the files or modules behind it."""
     print(f"{side} family modules importing another family: {len(c['cross'])}")
     for r, o in c["cross"]:
+        print(f"    {r} -> {', '.join(o)}")
+    print(f"{side}/{c['base']} modules importing a family: {len(c['layer'])}")
+    for r, o in c["layer"]:
         print(f"    {r} -> {', '.join(o)}")
     cycles, static = c["cycles"], c["static"]
     print(f"{side} import cycles inside family folders (any import): {sum(len(x) for x in cycles.values())} in "

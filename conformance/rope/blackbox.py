@@ -41,7 +41,7 @@ float32 cos/sin tables even for float64 inputs, and a = 2**-24 the float32 angle
     non-contiguous, batch-independence   4 u_eff (normally bit-identical)
     determinism, inputs-not-mutated      0 (bit-identical)
 
-Measured headroom (examples/hf_rotate_half.py, meta_complex.py, gptj_rotate_every_two.py in
+Measured headroom (examples/rope/hf_rotate_half.py, meta_complex.py, gptj_rotate_every_two.py in
 float64, float32, float16 and bfloat16, CPU): the largest residual / bound was 0.28 for
 norm-per-pair, 0.07 shift-invariance, 0.04 linearity, 0.41 position-zero (float64 input through
 Meta's float32 computation) and 0 for the bit-identity checks.

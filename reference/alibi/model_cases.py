@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from reference.alibi.vectors import AlibiTest
 from reference.golden.catalog import TestGroupSpec
+from reference.zoo.vectors import seedless
 
 NO_CONTEXT = 2**20  # positions graded when the config states no context
 
@@ -51,3 +52,7 @@ def _decode(p: int, comment: str) -> AlibiTest:
     keys = (0, 1, 2, 3, p - 3, p - 2, p - 1, p)
     return AlibiTest(f"decode-{p}", f"One query at {p} against keys 0..3 and {p - 3}..{p}. {comment}", ("Causal",),
                      (p,), keys)
+
+
+# The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn one.
+committed = seedless(groups)

@@ -33,6 +33,9 @@ NOTES = {
     "Symmetric": {"bugType": "FUNCTIONALITY", "description": "Bidirectional bias -m |i - j| (the paper's README, "
                   "issue 5): a causal-style m j here varies along each row and changes the softmax.",
                   "links": [ALIBI]},
+    "ModelConfig": {"bugType": "FUNCTIONALITY", "description": "A released model's head count, context and "
+                    "masking (the zoo's record: reference/zoo/models/), so a port of that model is graded on its "
+                    "own configuration.", "links": [FAIRSEQ]},
 }
 
 

@@ -502,7 +502,7 @@ def decay_curve() -> float:
     return worst
 
 
-# The scaling types' identities live with them (reference/rope/scaling/identities.py).
+# The scaling types' identities live with them (reference/rope/scaling_identities.py).
 from reference.rope import scaling_identities as _scaling_identities  # noqa: E402,F401
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from reference.golden.catalog import TestGroupSpec
 from reference.numerics.bias.t5 import check_config
 from reference.t5.vectors import BucketTest
+from reference.zoo.vectors import seedless
 
 
 def groups(setting, draw, protocol: str = "t5.bucket") -> list:
@@ -46,3 +47,7 @@ def groups(setting, draw, protocol: str = "t5.bucket") -> list:
     )
     tests = tuple(BucketTest(t.name, t.comment, t.flags + ("ModelConfig",), t.relative_positions) for t in tests)
     return [TestGroupSpec(p, tests)]
+
+
+# The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn one.
+committed = seedless(groups)

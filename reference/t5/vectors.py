@@ -26,6 +26,9 @@ NOTES = {
     "BucketEdge": {"bugType": "EDGE_CASE", "description": "Distances where the exact log position is an integer "
                    "(16, 32, 64 for the encoder default): a float log one ulp low gives the bucket below, which "
                    "the protocol accepts there (acceptable), and says why.", "links": [HF_T5]},
+    "ModelConfig": {"bugType": "FUNCTIONALITY", "description": "A released model's bucket count, maximum distance "
+                    "and stack (the zoo's record: reference/zoo/models/), so a port of that model is graded on its "
+                    "own configuration.", "links": [HF_T5]},
 }
 
 

@@ -4,8 +4,10 @@ vectors/ like the catalog's, with ids that no seed changes: ``<protocol>/<model>
 ``group_name``, as ``--model`` names its seeded cases) (issue 27).
 
 A family opts in with ``committed(setting, protocol) -> [TestGroupSpec]`` in its
-``model_cases`` module (beside ``groups``, the seeded cases of ``--model``); ``merge`` adds these
-groups to the family's catalog (reference.golden.catalog), so adding a family edits nothing here.
+``model_cases`` module (beside ``groups``, the seeded cases of ``--model``): written out (RoPE's),
+or ``committed = seedless(groups)``, its model groups without the tests the seed draws; ``merge``
+adds these groups to the family's catalog (reference.golden.catalog), so adding a family edits
+nothing here.
 A model whose config the family cannot read (the reader's ConfigError, which ``--model`` reports)
 has no committed group; the family's reader tests name each such record.
 
@@ -20,6 +22,7 @@ from dataclasses import replace
 
 from reference import families, zoo
 from reference.golden.catalog import GroupSpec
+from reference.golden.fresh import Draw
 from reference.zoo.cases import group_name
 
 
@@ -46,6 +49,21 @@ def groups(family: str) -> list:
                                          + (f"({setting.kind} layers) " if setting.kind != "all" else "")
                                          + f"at its recorded configuration ({source}).", test_groups))
     return out
+
+
+def seedless(groups_of, drawn=("drawn",)):
+    """A ``committed(setting, protocol)`` made of a family's ``groups_of(setting, draw, protocol)``
+    without the tests named in ``drawn``. What is left must not depend on the draw: it is built from
+    two seeds and a difference is a ValueError (a family whose other tests draw too cannot use it)."""
+
+    def committed(setting, protocol: str) -> list:
+        one, two = (groups_of(setting, Draw(seed, f"{protocol}/committed"), protocol) for seed in (0, 1))
+        kept = [replace(tg, tests=tuple(t for t in tg.tests if t.name not in drawn)) for tg in one]
+        if kept != [replace(tg, tests=tuple(t for t in tg.tests if t.name not in drawn)) for tg in two]:
+            raise ValueError(f"{protocol}: tests other than {list(drawn)} change with the seed; they cannot be committed")
+        return [tg for tg in kept if tg.tests]
+
+    return committed
 
 
 def merge(catalog: list, committed: list) -> list:
