@@ -28,16 +28,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
+
 PROTOCOLS = ("alibi.slopes", "alibi.bias")
 FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
 # Baichuan's 13B shape (its modeling_baichuan.py builds ALiBi; the 7B's builds RoPE).
 BAICHUAN_ALIBI = {"hidden_size": 5120, "num_attention_heads": 40}
 FALCON_CONTEXT = 2048  # transformers' FalconConfig.max_position_embeddings default
 MPT_BIAS_MAX = 8  # the paper's 2^(-8k/n): the only alibi_bias_max whose slopes alibi.slopes takes
-
-
-class ConfigError(ValueError):
-    """A field posref cannot read as the model's code would: one line naming the field."""
 
 
 @dataclass(frozen=True)
@@ -54,15 +53,14 @@ class Setting:
 
 def settings(config: dict) -> list | None:
     """[Setting] of the model's ALiBi; None when the model does not use ALiBi."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     model_type = config.get("model_type")
     notes: list = []
     if model_type == "bloom":
         if "alibi" in config and config["alibi"] is not True:
             raise ConfigError(f"alibi: {config['alibi']!r}, but BLOOM's attention always adds ALiBi (bloom has no "
                               "other positional encoding)")
-        heads = _int(config, ("n_head", "num_attention_heads"))
+        heads = fields.integer(config, ("n_head", "num_attention_heads"))
         context = _context(config, ("seq_length", "max_position_embeddings"))
     elif model_type == "mpt":
         attn = config.get("attn_config", {})
@@ -79,7 +77,7 @@ def settings(config: dict) -> list | None:
         if isinstance(bias_max, bool) or not isinstance(bias_max, (int, float)) or bias_max != MPT_BIAS_MAX:
             raise ConfigError(f"attn_config.alibi_bias_max: {bias_max!r}: MPT's slopes 2^(-{bias_max} k/n) are not "
                               f"the paper's (alibi_bias_max {MPT_BIAS_MAX}); posref's alibi.slopes takes only those")
-        heads = _int(config, ("n_heads", "num_attention_heads"))
+        heads = fields.integer(config, ("n_heads", "num_attention_heads"))
         context = _context(config, ("max_seq_len",))
         if attn.get("alibi") and config.get("learned_pos_emb"):
             notes.append("learned_pos_emb true as well: transformers' MptModel builds no position table (ALiBi only)")
@@ -89,7 +87,7 @@ def settings(config: dict) -> list | None:
             raise ConfigError(f"alibi: true or false, got {alibi!r}")
         if not alibi:
             return None  # Falcon's rotary variant: reference.rope.model_config
-        heads = _int(config, ("num_attention_heads", "n_head"))
+        heads = fields.integer(config, ("num_attention_heads", "n_head"))
         context = _context(config, ("max_position_embeddings",))
         if context is None:  # FalconConfig's default, as reference.rope.model_config reads it
             context = FALCON_CONTEXT
@@ -113,17 +111,9 @@ def settings(config: dict) -> list | None:
     return [Setting("all", heads, True, context, tuple(notes))]
 
 
-def _int(config: dict, names: tuple) -> int:
-    for name in names:
-        if config.get(name) is not None:
-            value = config[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}: a positive integer, got {value!r}")
-            return value
-    raise ConfigError(f"needs {' or '.join(names)}")
-
-
 def _context(config: dict, names: tuple) -> int | None:
+    """The context length under the first of ``names`` the config holds; None when it holds none
+    (ALiBi needs no context: the cases then reach 2^20 - 1)."""
     if not any(config.get(name) is not None for name in names):
         return None
-    return _int(config, names)
+    return fields.integer(config, names)

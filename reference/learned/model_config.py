@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
+
 PROTOCOLS = ("learned.lookup",)
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
 ROBERTA_PAD = 1  # RobertaConfig.pad_token_id's default
-
-
-class ConfigError(ValueError):
-    """A field posref cannot read as the model's code would: one line naming the field."""
 
 
 @dataclass(frozen=True)
@@ -41,23 +40,22 @@ class Setting:
 
 def settings(config: dict) -> list | None:
     """[Setting] of the model's learned table; None when it has none."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     model_type = config.get("model_type")
     notes: list = []
     if model_type == "gpt2":
-        rows = _int(config, ("n_positions", "max_position_embeddings"))
+        rows = fields.integer(config, ("n_positions", "max_position_embeddings"))
         if config.get("n_ctx") is not None and config["n_ctx"] != rows:
             raise ConfigError(f"n_ctx: {config['n_ctx']!r} disagrees with n_positions {rows} (the wpe table's rows)")
-        width = _int(config, ("n_embd", "hidden_size"))
+        width = fields.integer(config, ("n_embd", "hidden_size"))
         variant, padding_idx = "absolute", None
     elif model_type == "bert" or model_type in ROBERTA_TYPES:
         kind = config.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ConfigError(f"position_embedding_type: {kind!r}: only the absolute table is a learned.lookup "
                               "(posref does not implement BERT's relative_key embeddings)")
-        rows = _int(config, ("max_position_embeddings",))
-        width = _int(config, ("hidden_size",))
+        rows = fields.integer(config, ("max_position_embeddings",))
+        width = fields.integer(config, ("hidden_size",))
         variant, padding_idx = "absolute", None
         if model_type in ROBERTA_TYPES:
             variant = "roberta"
@@ -75,13 +73,3 @@ def settings(config: dict) -> list | None:
         return None
     params = {"num_positions": rows, "d_model": width, "variant": variant, "padding_idx": padding_idx}
     return [Setting("all", params, tuple(notes))]
-
-
-def _int(config: dict, names: tuple) -> int:
-    for name in names:
-        if config.get(name) is not None:
-            value = config[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}: a positive integer, got {value!r}")
-            return value
-    raise ConfigError(f"needs {' or '.join(names)}")

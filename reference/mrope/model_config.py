@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reference.mrope.core import streams
-from reference.rope.model_config import ConfigError, _base, _head_dim, _int, _kv_heads
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
 
 PROTOCOLS = ("mrope.positions", "mrope.apply")
 
@@ -40,8 +41,8 @@ PROTOCOLS = ("mrope.positions", "mrope.apply")
 VARIANTS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl": "qwen3", "qwen3_vl_moe": "qwen3"}
 # Keys of rope_scaling / rope_parameters that an M-RoPE config may carry.
 KNOWN_KEYS = {"mrope_section", "rope_type", "type", "rope_theta", "mrope_interleaved"}
-DEFAULT_MERGE = 2  # transformers' Qwen2VLVisionConfig / Qwen2_5_VLVisionConfig / Qwen3VLVisionConfig default
-DEFAULT_PATCH = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16, "qwen3_vl_moe": 16}  # the same classes' defaults
+# transformers' Qwen2VLVisionConfig / Qwen2_5_VLVisionConfig / Qwen3VLVisionConfig patch_size defaults
+DEFAULT_PATCH = {"qwen2_vl": 14, "qwen2_5_vl": 14, "qwen3_vl": 16, "qwen3_vl_moe": 16}
 # Qwen2.5-VL's processor: 2 frames per temporal patch at its default 2 fps, one second per grid step.
 SECONDS_PER_GRID = 1.0
 
@@ -72,8 +73,7 @@ def _scaling_dict(config: dict) -> tuple[str | None, dict | None]:
 
 def settings(config: dict) -> list | None:
     """The model's M-RoPE setting ([one]); None when its model has no M-RoPE."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     model_type = config.get("model_type")
     vision = config.get("vision_config")
     text = config
@@ -103,17 +103,17 @@ def settings(config: dict) -> list | None:
     if name == "rope_parameters":
         if "rope_theta" not in scaling:
             raise ConfigError("rope_parameters: needs rope_theta")
-        base = _base(scaling["rope_theta"], "rope_parameters.rope_theta")
+        base = fields.positive_number(scaling["rope_theta"], "rope_parameters.rope_theta")
     elif text.get("rope_theta") is not None:
-        base = _base(text["rope_theta"], "rope_theta")
+        base = fields.positive_number(text["rope_theta"], "rope_theta")
     else:
         raise ConfigError("needs rope_theta (the RoPE base)")
     factor = text.get("partial_rotary_factor")
     if factor is not None and factor != 1:
         raise ConfigError(f"partial_rotary_factor: {factor!r}: {model_type} rotates the whole head")
-    heads = _int(text, ("num_attention_heads",))
-    kv_heads = _kv_heads(text, heads)
-    head_dim = _head_dim(text, heads)
+    heads = fields.integer(text, ("num_attention_heads",))
+    kv_heads = fields.kv_heads(text, heads)
+    head_dim = fields.head_dim(text, heads)
     section = scaling["mrope_section"]
     if not isinstance(section, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in section):
         raise ConfigError(f"{name}.mrope_section: three integers, got {section!r}")
@@ -121,20 +121,17 @@ def settings(config: dict) -> list | None:
         streams(head_dim, section, variant)
     except ValueError as exc:
         raise ConfigError(f"{name}.{exc} (head_dim {head_dim})") from None
-    max_positions = _int(text, ("max_position_embeddings",))
-    merge, frame_step = DEFAULT_MERGE, 1 if variant == "qwen2" else None
+    max_positions = fields.integer(text, ("max_position_embeddings",))
+    frame_step = 1 if variant == "qwen2" else None
     if vision is not None and not isinstance(vision, dict):
         raise ConfigError(f"vision_config: an object, got {vision!r}")
     vision = vision or {}
-    if vision.get("spatial_merge_size") is not None:
-        merge = _int(vision, ("spatial_merge_size",))
-    else:
-        notes.append(f"vision_config.spatial_merge_size {DEFAULT_MERGE}: transformers' default (the config has none)")
-    patch = vision_patch(vision, DEFAULT_PATCH[model_type], notes)
+    merge = fields.vision_merge(vision, notes)
+    patch = fields.vision_patch(vision, DEFAULT_PATCH[model_type], notes)
     if model_type == "qwen2_5_vl":
         if vision.get("tokens_per_second") is None:
             raise ConfigError("vision_config.tokens_per_second: needed for qwen2_5_vl's temporal positions")
-        tps = _int(vision, ("tokens_per_second",))
+        tps = fields.integer(vision, ("tokens_per_second",))
         frame_step = int(tps * SECONDS_PER_GRID)
         notes.append(f"video: the temporal index steps by tokens_per_second {tps} x {SECONDS_PER_GRID:g} s per grid "
                      "(the processor's default 2 fps over temporal patches of 2 frames)")
@@ -142,14 +139,3 @@ def settings(config: dict) -> list | None:
               "mrope_section": [int(v) for v in section], "variant": variant}
     return [Setting("all", params, heads, kv_heads, max_positions, merge, patch, frame_step, tuple(notes))]
 
-
-def vision_patch(vision: dict, default: int, notes: list) -> int:
-    """The vision encoder's patch size: ``patch_size``, or the older ``spatial_patch_size``
-    (Qwen2-VL's first configs), or transformers' default (said in ``notes``)."""
-    given = {name: vision[name] for name in ("patch_size", "spatial_patch_size") if vision.get(name) is not None}
-    if len(set(map(repr, given.values()))) > 1:
-        raise ConfigError(f"vision_config: patch_size and spatial_patch_size disagree ({given})")
-    if not given:
-        notes.append(f"vision_config.patch_size {default}: transformers' default (the config has none)")
-        return default
-    return _int(vision, tuple(given))

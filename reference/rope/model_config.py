@@ -23,9 +23,10 @@ Params are those of the catalog's RoPE groups: ``{head_dim, rotary_dim, base, la
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from reference.numerics import scaling as scalings
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
 
 # The pair layout of each architecture's RoPE in transformers' modeling code: "half" pairs (i,
 # i + r/2) (rotate_half), "interleaved" pairs (2i, 2i + 1) (GPT-J's rotate_every_two, GLM's
@@ -49,10 +50,6 @@ ORIGINAL_FROM_CONTEXT = ("dynamic", "yarn", "longrope")
 PROTOCOLS = ("rope.apply", "rope.apply_qk")  # one tensor; q and k with the model's kv heads
 
 
-class ConfigError(ValueError):
-    """A field posref cannot read as the model's code would: one line naming the field."""
-
-
 @dataclass(frozen=True)
 class Setting:
     """One RoPE of a model: the rope.apply parameters and the attention shape it runs at."""
@@ -65,10 +62,9 @@ class Setting:
     notes: tuple = field(default_factory=tuple)
 
 
-def settings(config: dict) -> Optional[list]:
+def settings(config: dict) -> list | None:
     """The model's RoPE settings, one per distinct layer kind; None when it uses no RoPE."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     if isinstance(config.get("text_config"), dict):  # a multimodal config: its language model
         config = {"model_type": config.get("model_type"), **config["text_config"]}
     model_type = config.get("model_type")
@@ -81,15 +77,15 @@ def settings(config: dict) -> Optional[list]:
     if config.get("alibi") is True:  # Falcon's ALiBi variant
         return None
     notes: list = []
-    heads = _int(config, ("num_attention_heads", "n_head", "num_heads"))
-    kv_heads = _kv_heads(config, heads)
-    head_dim = _head_dim(config, heads)
+    heads = fields.integer(config, ("num_attention_heads", "n_head", "num_heads"))
+    kv_heads = fields.kv_heads(config, heads)
+    head_dim = fields.head_dim(config, heads)
     rotary_dim = _rotary_dim(config, head_dim)
     context = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
     if model_type in DEFAULT_CONTEXT and not any(config.get(name) is not None for name in context):
         notes.append(f"max_position_embeddings {DEFAULT_CONTEXT[model_type]}: transformers' default for "
                      f"{model_type} (the config has none)")
-    max_positions = _int(config, context, default=DEFAULT_CONTEXT.get(model_type))
+    max_positions = fields.integer(config, context, default=DEFAULT_CONTEXT.get(model_type))
     kinds = _kinds(config, model_type, notes)
     out = []
     for kind, (base, scaling) in kinds.items():
@@ -98,38 +94,6 @@ def settings(config: dict) -> Optional[list]:
                   "scaling": scaling}
         out.append(Setting(kind, params, heads, kv_heads, max_positions, tuple(notes)))
     return out
-
-
-def _int(config: dict, names: tuple, default=None) -> int:
-    for name in names:
-        if name in config and config[name] is not None:
-            value = config[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}: a positive integer, got {value!r}")
-            return value
-    if default is not None:
-        return default
-    raise ConfigError(f"needs {' or '.join(names)}")
-
-
-def _kv_heads(config: dict, heads: int) -> int:
-    if config.get("multi_query") is True or config.get("multi_query_attention") is True:
-        return 1
-    kv = _int(config, ("num_key_value_heads", "num_kv_heads"), default=heads)
-    if heads % kv:
-        raise ConfigError(f"num_key_value_heads: {kv} does not divide num_attention_heads {heads}")
-    return kv
-
-
-def _head_dim(config: dict, heads: int) -> int:
-    if "qk_rope_head_dim" in config:  # DeepSeek (MLA): RoPE acts on the decoupled rope part only
-        return _int(config, ("qk_rope_head_dim",))
-    if config.get("head_dim") is not None:
-        return _int(config, ("head_dim",))
-    hidden = _int(config, ("hidden_size", "n_embd", "d_model", "n_embed"))
-    if hidden % heads:
-        raise ConfigError(f"hidden_size: {hidden} is not a multiple of num_attention_heads {heads} (give head_dim)")
-    return hidden // heads
 
 
 def _rotary_dim(config: dict, head_dim: int) -> int:
@@ -161,12 +125,6 @@ def _nomic_layout(config: dict) -> str:
     return "interleaved" if interleaved else "half"
 
 
-def _base(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{name}: a positive number, got {value!r}")
-    return float(value)
-
-
 def _kinds(config: dict, model_type: str, notes: list) -> dict:
     """{layer kind: (base, scaling dict or None)}."""
     params = config.get("rope_parameters")
@@ -180,11 +138,11 @@ def _kinds(config: dict, model_type: str, notes: list) -> dict:
             if not isinstance(p, dict) or "rope_theta" not in p:
                 raise ConfigError(f"rope_parameters.{kind}: needs rope_theta")
             rest = {k: v for k, v in p.items() if k != "rope_theta"}
-            kinds[kind] = (_base(p["rope_theta"], f"rope_parameters.{kind}.rope_theta"), rest or None)
+            kinds[kind] = (fields.positive_number(p["rope_theta"], f"rope_parameters.{kind}.rope_theta"), rest or None)
         return _merge_equal(kinds)
     for name in ("rope_theta", "rotary_emb_base"):
         if config.get(name) is not None:
-            base = _base(config[name], name)
+            base = fields.positive_number(config[name], name)
             break
     else:
         if model_type not in FIXED_BASE:
@@ -193,7 +151,7 @@ def _kinds(config: dict, model_type: str, notes: list) -> dict:
         notes.append(f"base {base:g}: {model_type}'s code fixes it (the config has no rope_theta)")
     scaling = config.get("rope_scaling")
     if model_type == "gemma3_text":  # sliding layers: their own base, no scaling
-        local = _base(config.get("rope_local_base_freq", 10000.0), "rope_local_base_freq")
+        local = fields.positive_number(config.get("rope_local_base_freq", 10000.0), "rope_local_base_freq")
         return {"sliding_attention": (local, None), "full_attention": (base, scaling)}
     return {"all": (base, scaling)}
 

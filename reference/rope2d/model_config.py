@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reference.mrope.model_config import vision_patch
-from reference.rope.model_config import ConfigError, _base, _int
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
 
 PROTOCOLS = ("rope2d.apply",)
 
@@ -46,7 +46,6 @@ QWEN_DEFAULTS = {
     "qwen3_vl_moe": {"hidden_size": 1152, "num_heads": 16, "patch_size": 16},
 }
 VISION_THETA = 10000.0  # the Qwen-VL vision encoders' rotary base when the config gives none
-DEFAULT_MERGE = 2
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ class Setting:
 
 def settings(config: dict) -> list | None:
     """The model's vision 2-D RoPE setting ([one]); None when it has none posref reads."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     model_type = config.get("model_type")
     if model_type == "rope_vit":
         return [_rope_vit(config)]
@@ -78,9 +76,9 @@ def settings(config: dict) -> list | None:
 
 def _head_dim(source: dict, width_name: str, where: str, heads: int) -> int:
     if source.get("head_dim") is not None:
-        head_dim = _int(source, ("head_dim",))
+        head_dim = fields.integer(source, ("head_dim",))
     else:
-        width = _int(source, (width_name,))
+        width = fields.integer(source, (width_name,))
         if width % heads:
             raise ConfigError(f"{where}{width_name}: {width} is not a multiple of num_heads {heads}")
         head_dim = width // heads
@@ -102,7 +100,7 @@ def _qwen(config: dict, model_type: str) -> Setting:
         if filled.get(name) is None and not (name == width_name and filled.get("head_dim") is not None):
             filled[name] = defaults[name]
             notes.append(f"vision_config.{name} {defaults[name]}: transformers' default (the config has none)")
-    heads = _int(filled, ("num_heads",))
+    heads = fields.integer(filled, ("num_heads",))
     head_dim = _head_dim(filled, width_name, "vision_config.", heads)
     params = vision.get("rope_parameters")
     if params is not None:
@@ -115,34 +113,30 @@ def _qwen(config: dict, model_type: str) -> Setting:
             raise ConfigError(f"vision_config.rope_parameters.rope_type: {params['rope_type']!r}, not axial")
     params = params or {}
     if params.get("rope_theta") is not None:
-        base = _base(params["rope_theta"], "vision_config.rope_parameters.rope_theta")
+        base = fields.positive_number(params["rope_theta"], "vision_config.rope_parameters.rope_theta")
     elif vision.get("rope_theta") is not None:
-        base = _base(vision["rope_theta"], "vision_config.rope_theta")
+        base = fields.positive_number(vision["rope_theta"], "vision_config.rope_theta")
     else:
         base = VISION_THETA
         notes.append(f"vision base {VISION_THETA:g}: the vision encoder's rotary default (the config has none)")
-    patch = vision_patch(vision, defaults["patch_size"], notes)
-    if vision.get("spatial_merge_size") is not None:
-        merge = _int(vision, ("spatial_merge_size",))
-    else:
-        merge = DEFAULT_MERGE
-        notes.append(f"vision_config.spatial_merge_size {DEFAULT_MERGE}: transformers' default (the config has none)")
+    patch = fields.vision_patch(vision, defaults["patch_size"], notes)
+    merge = fields.vision_merge(vision, notes)
     rope = {"head_dim": head_dim, "base": base, "layout": "half", "order": ["y", "x"], "cls_tokens": 0, "freqs": None}
     grid = max(merge, 448 // (patch * merge) * merge)
     return Setting("all", rope, heads, patch, merge, grid, base, False, tuple(notes))
 
 
 def _rope_vit(config: dict) -> Setting:
-    heads = _int(config, ("num_heads",))
+    heads = fields.integer(config, ("num_heads",))
     head_dim = _head_dim(config, "embed_dim", "", heads)
     if config.get("rope_theta") is None:
         raise ConfigError("needs rope_theta (RoPE-ViT's rotary base)")
-    theta = _base(config["rope_theta"], "rope_theta")
+    theta = fields.positive_number(config["rope_theta"], "rope_theta")
     mixed = config.get("rope_mixed", False)
     if not isinstance(mixed, bool):
         raise ConfigError(f"rope_mixed: true or false, got {mixed!r}")
-    patch = _int(config, ("patch_size",))
-    image = _int(config, ("img_size",))
+    patch = fields.integer(config, ("patch_size",))
+    image = fields.integer(config, ("img_size",))
     if image % patch:
         raise ConfigError(f"img_size: {image} is not a multiple of patch_size {patch}")
     rope = {"head_dim": head_dim, "base": theta, "layout": "interleaved", "order": ["x", "y"], "cls_tokens": 1,

@@ -24,15 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reference.numerics.bias.t5 import check_config
+from reference.zoo import fields
+from reference.zoo.fields import ConfigError
 
 PROTOCOLS = ("t5.bucket",)
 T5_TYPES = ("t5", "mt5", "umt5", "longt5")
 DEFAULTS = {"relative_attention_num_buckets": 32, "relative_attention_max_distance": 128}  # T5Config's
 FIELD = {"num_buckets": "relative_attention_num_buckets", "max_distance": "relative_attention_max_distance"}
-
-
-class ConfigError(ValueError):
-    """A field posref cannot read as the model's code would: one line naming the field."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +44,7 @@ class Setting:
 
 def settings(config: dict) -> list | None:
     """[Setting] per stack of a T5-family model; None for another model."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"a config is a JSON object, got {type(config).__name__}")
+    fields.json_object(config)
     if config.get("model_type") not in T5_TYPES:
         return None
     notes, values = [], {}

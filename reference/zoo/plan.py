@@ -1,18 +1,16 @@
 """What posref grades for a model: each family's reading of a config, by protocol.
 
 A family that can read a model's configuration has ``reference/<family>/model_config.py`` with
-``PROTOCOLS`` (the protocols its settings are graded with), ``ConfigError`` (a ValueError) and
-``settings(config) -> list | None`` (None: the config's model does not use this family). ``plan``
-asks every family, so adding one edits nothing here.
+``PROTOCOLS`` (the protocols its settings are graded with), ``ConfigError`` (reference.zoo.fields's,
+imported, as are the field readers two families share) and ``settings(config) -> list | None``
+(None: the config's model does not use this family). ``plan`` asks every family, so adding one
+edits nothing here.
 """
 
 from __future__ import annotations
 
 from reference import families
-
-
-class ConfigError(ValueError):
-    """A config posref cannot read: one line naming the field (or the model type nobody reads)."""
+from reference.zoo.fields import ConfigError
 
 
 def plan(config: dict) -> dict:

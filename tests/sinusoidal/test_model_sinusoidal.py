@@ -1,4 +1,5 @@
 """The sinusoidal table at a model's configuration (issue 27): reference.sinusoidal.model_config.
+(Its reading of Transformer-XL's table of distances: tests/transformer_xl/test_model_transformer_xl.py.)
 
 The Transformer base (the zoo's transformer-base: tensor2tensor's transformer_base_v1) is read as
 get_timing_signal_1d builds its table: 512 channels, [sin | cos] halves, timescales 1 .. 10^4
@@ -44,7 +45,9 @@ def test_the_timescales_default_and_their_ratio_is_the_base():
 
 
 def test_other_families_records_have_no_sinusoidal_table():
-    assert [n for n in zoo.names() if model_config.settings(zoo.load(n)["config"]) is not None] == ["transformer-base"]
+    # tensor2tensor's Transformer and Transformer-XL (whose table R of distances is a sinusoidal table)
+    assert [n for n in zoo.names() if model_config.settings(zoo.load(n)["config"]) is not None] == [
+        "transfo-xl-wt103", "transformer-base"]
 
 
 @pytest.mark.parametrize("edit, message", [
