@@ -61,17 +61,19 @@ def resolve(name=None, config_path=None) -> Model:
 
 
 def model_cases(model: Model, protocol: str, seed: int, directory=None) -> tuple:
-    """(committed, drawn): a zoo model's stored, certified cases of ``protocol`` (reference.zoo.vectors:
-    ids no seed changes, ``rope.apply/codellama-7b/decode-16383``; none for a --model-config file,
-    whose name is only its file's), then the cases drawn from ``seed`` (``cases``) but those whose
-    id a committed case has."""
+    """(committed, drawn): a zoo model's stored, certified cases of ``protocol`` (the groups
+    reference.zoo.vectors commits for it: ids no seed changes, ``rope.apply/codellama-7b/decode-16383``;
+    none for a --model-config file, whose name is only its file's), then the cases drawn from ``seed``
+    (``cases``) but those whose id a committed case has."""
     from reference.golden import store
+    from reference.zoo import vectors as zoo_vectors
 
     drawn = cases(model, protocol, seed)
     if "source" not in model.described:
         return [], drawn
-    groups = {c.id.split("/")[1] for c in drawn}
-    committed = [c for c in store.iter_cases(protocol, directory) if c.id.split("/")[1] in groups]
+    groups = {c.id.rsplit("/", 1)[0] for c in drawn}
+    keys = {g.key for g in zoo_vectors.groups(protocol.split(".", 1)[0])} & groups
+    committed = [c for c in store.iter_cases(protocol, directory) if c.id.rsplit("/", 1)[0] in keys]
     ids = {c.id for c in committed}
     return committed, [c for c in drawn if c.id not in ids]
 

@@ -4,7 +4,7 @@
 sinusoidal table, or None for any other model. Two readings, by ``model_type``:
 
 - tensor2tensor's Transformer (``model_type`` "tensor2tensor-transformer", the zoo's
-  ``transformer-base``: no config.json exists, the record keeps tensor2tensor's hyperparameter
+  ``transformer-base-t2t``: no config.json exists, the record keeps tensor2tensor's hyperparameter
   names) with ``pos: "timing"``: get_timing_signal_1d at ``hidden_size`` channels, [sin | cos]
   halves (a zero column when odd), inverse timescales
   ``1 / min_timescale * (min_timescale / max_timescale)^(i / (n - 1))`` for n = hidden_size // 2,

@@ -135,7 +135,7 @@ def test_load_refuses_unknown_names_and_bad_records():
     with pytest.raises(ValueError, match="not a posref family"):
         zoo.validate({**zoo.load("t5-v1.1-base"), "family": ["t6"]}, "t5-v1.1-base")
     with pytest.raises(ValueError, match="differs from the file name"):
-        zoo.validate(zoo.load("gpt2"), "gpt-2")
+        zoo.validate(zoo.load("gpt2-124m"), "gpt-2")
 
 
 def test_zoo_imports_neither_torch_nor_conformance():

@@ -1,7 +1,7 @@
 """The sinusoidal table at a model's configuration (issue 27): reference.sinusoidal.model_config.
 (Its reading of Transformer-XL's table of distances: tests/transformer_xl/test_model_transformer_xl.py.)
 
-The Transformer base (the zoo's transformer-base: tensor2tensor's transformer_base_v1) is read as
+The Transformer base (the zoo's transformer-base-t2t: tensor2tensor's transformer_base_v1) is read as
 get_timing_signal_1d builds its table: 512 channels, [sin | cos] halves, timescales 1 .. 10^4
 spaced by i / (n - 1). The float32 ports of that rule pass at it; the paper's interleaved layout
 (variant-swapped), the paper's 2i/d exponent (frequency-exponent) and a base off by ten fail.
@@ -26,7 +26,7 @@ T2T = {"d_model": 512, "layout": "concatenated", "exponent": "2i/(d-2)", "base":
 
 
 def _config() -> dict:
-    return copy.deepcopy(zoo.load("transformer-base")["config"])
+    return copy.deepcopy(zoo.load("transformer-base-t2t")["config"])
 
 
 def test_transformer_base_reads_as_tensor2tensors_timing_signal():
@@ -47,7 +47,7 @@ def test_the_timescales_default_and_their_ratio_is_the_base():
 def test_other_families_records_have_no_sinusoidal_table():
     # tensor2tensor's Transformer and Transformer-XL (whose table R of distances is a sinusoidal table)
     assert [n for n in zoo.names() if model_config.settings(zoo.load(n)["config"]) is not None] == [
-        "transfo-xl-wt103", "transformer-base"]
+        "transfo-xl-wt103", "transformer-base-t2t"]
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -65,8 +65,8 @@ def test_a_field_posref_cannot_read_is_one_error_naming_it(edit, message):
 
 
 def test_the_cases_and_their_positions():
-    one = model_cases(_config(), "transformer-base", 1)["sinusoidal.table"]
-    two = model_cases(_config(), "transformer-base", 2)["sinusoidal.table"]
+    one = model_cases(_config(), "transformer-base-t2t", 1)["sinusoidal.table"]
+    two = model_cases(_config(), "transformer-base-t2t", 2)["sinusoidal.table"]
     assert [c.id.rsplit("/", 1)[1] for c in one] == ["prefill-16", "drawn", "long"]
     assert one[0].arrays["positions"].tolist() == list(range(16)) and one[0].arrays["expected"].shape == (16, 512)
     assert one[1].arrays["positions"].tolist() != two[1].arrays["positions"].tolist()
@@ -75,7 +75,7 @@ def test_the_cases_and_their_positions():
 
 @pytest.mark.parametrize("path", CORRECT, ids=lambda p: p.stem)
 def test_the_float32_ports_pass(path):
-    report = run_conformance(f"{path}:table", "sinusoidal.table", model="transformer-base", seed=5,
+    report = run_conformance(f"{path}:table", "sinusoidal.table", model="transformer-base-t2t", seed=5,
                              identities=False)
     assert report.summary()["overall"] == "pass", [(c.id, c.verdict) for c in report.cases]
     assert not any(c.verdict == "skip" for c in report.cases)
@@ -84,6 +84,6 @@ def test_the_float32_ports_pass(path):
 @pytest.mark.parametrize("bug", ["variant_swapped", "frequency_exponent", "wrong_base"])
 def test_a_configuration_bug_fails_every_case(bug):
     path = ROOT / f"examples/sinusoidal/buggy/{bug}.py"
-    report = run_conformance(f"{path}:table", "sinusoidal.table", model="transformer-base", seed=5, identities=False)
+    report = run_conformance(f"{path}:table", "sinusoidal.table", model="transformer-base-t2t", seed=5, identities=False)
     assert all(c.verdict == "fail" for c in report.cases) and len(report.cases) == 3
     assert {d.code for c in report.cases for d in c.diagnoses} == {bug.replace("_", "-")}
