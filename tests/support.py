@@ -152,3 +152,14 @@ def rehash_vectors(root) -> None:
         data["files"][rel] = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
     data["digest"] = manifest_mod.set_digest({p: e["sha256"] for p, e in data["files"].items()})
     (Path(root) / "MANIFEST.json").write_text(json.dumps(data, indent=2))
+
+
+def assert_config_error(config: dict, message: str) -> None:
+    """Reading ``config`` (reference.zoo.plan) fails with one line that contains ``message``."""
+    import pytest
+
+    from reference.zoo.plan import ConfigError, plan
+
+    with pytest.raises(ConfigError) as info:
+        plan(config)
+    assert message in str(info.value) and "\n" not in str(info.value)
