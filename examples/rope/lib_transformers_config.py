@@ -21,10 +21,15 @@ from transformers import AutoConfig
 from reference import zoo
 
 
-def adapter_for(name: str, protocol: str = "rope.apply", layer_type=None):
+def adapter_for(name: str, protocol: str = "rope.apply", layer_type=None, interleave=None):
     """A rope.apply (or rope.apply_qk: q and k with the model's kv heads) adapter running
     transformers' rotary code of zoo model ``name`` (of its layers of ``layer_type``, for a model
-    whose rotary module keeps one RoPE per layer type; ValueError naming them when not given)."""
+    whose rotary module keeps one RoPE per layer type; ValueError naming them when not given).
+    The applier is the one the model's attention calls: ``apply_rotary_pos_emb_interleave`` where
+    the config sets ``rope_interleave`` (DeepSeek-V3), else ``apply_rotary_pos_emb``;
+    ``interleave=False`` forces the plain one. The interleaved applier returns the rotated features
+    de-interleaved (evens, then odds: transformers' DeepSeek checkpoints are permuted to match), so
+    the adapter puts them back in their original order, as rope.apply compares them."""
     config = dict(zoo.load(name)["config"])
     model_type = config.pop("model_type")
     config.pop("architectures", None)
@@ -40,18 +45,32 @@ def adapter_for(name: str, protocol: str = "rope.apply", layer_type=None):
     elif layer_type is not None:
         raise ValueError(f"{name}: one RoPE for every layer, no layer_type to choose")
 
+    if interleave is None:
+        interleave = bool(getattr(hf_config, "rope_interleave", False))
+    applier = _reinterleaved(module.apply_rotary_pos_emb_interleave) if interleave else module.apply_rotary_pos_emb
+
     def apply(x, positions, spec):
         cos, sin = rotary(x, positions)
         q = x.transpose(1, 2)  # [b, h, s, d], as the attention layer holds it
-        q_rot, _ = module.apply_rotary_pos_emb(q, q, cos, sin)
+        q_rot, _ = applier(q, q, cos, sin)
         return q_rot.transpose(1, 2)
 
     def apply_qk(q, k, positions, spec):
         cos, sin = rotary(q, positions)
-        q_rot, k_rot = module.apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        q_rot, k_rot = applier(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
         return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
     return apply_qk if protocol == "rope.apply_qk" else apply
+
+
+def _reinterleaved(applier):
+    """``applier`` with its outputs' features back in the input's order: feature 2i from the first
+    half, 2i + 1 from the second."""
+
+    def apply(q, k, cos, sin):
+        return tuple(y.unflatten(-1, (2, -1)).transpose(-1, -2).flatten(-2) for y in applier(q, k, cos, sin))
+
+    return apply
 
 
 def _for_layer_type(rotary, layer_type):

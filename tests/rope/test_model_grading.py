@@ -275,15 +275,33 @@ def test_transformers_own_rotary_code_passes_at_its_model(name):
     assert report.identities == [] and any("not run at a model's configuration" in n for n in report.notes)
 
 
-def test_deepseek_v3_through_transformers_plain_apply_pairs_the_other_way():
-    """transformers' DeepSeek-V3 module has two appliers; the plain apply_rotary_pos_emb pairs
-    (i, i + r/2) while the model pairs (2i, 2i + 1) (rope_interleave): layout-swapped."""
+def test_deepseek_v3_through_transformers_passes_and_its_plain_applier_pairs_the_other_way():
+    """transformers' DeepSeek-V3 attention applies apply_rotary_pos_emb_interleave (rope_interleave),
+    whose output keeps the rotated features de-interleaved: with them put back in order it passes at
+    the model, without it fails output-permuted; the module's plain apply_rotary_pos_emb pairs
+    (i, i + r/2) while the model pairs (2i, 2i + 1): layout-swapped."""
     pytest.importorskip("transformers")
+    from transformers import AutoConfig
+
     from examples.rope.lib_transformers_config import adapter_for
 
     report = run_conformance(adapter_for("deepseek-v3"), "rope.apply", model="deepseek-v3", seed=1,
                              dtypes=("float32",))
+    assert report.summary()["overall"] == "pass", [(c.id, c.verdict) for c in report.cases]
+    report = run_conformance(adapter_for("deepseek-v3", interleave=False), "rope.apply", model="deepseek-v3",
+                             seed=1, dtypes=("float32",))
     assert _codes(report) == {"layout-swapped"}
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as module
+
+    def stored_order(x, positions, spec):  # the interleaved applier's output as it comes
+        rotary = module.DeepseekV3RotaryEmbedding(AutoConfig.for_model("deepseek_v3", **config))
+        cos, sin = rotary(x, positions)
+        q = x.transpose(1, 2)
+        return module.apply_rotary_pos_emb_interleave(q, q, cos, sin)[0].transpose(1, 2)
+
+    config = {k: v for k, v in zoo.load("deepseek-v3")["config"].items() if k not in ("model_type", "architectures")}
+    report = run_conformance(stored_order, "rope.apply", model="deepseek-v3", seed=1, dtypes=("float32",))
+    assert _codes(report) == {"output-permuted"}
 
 
 def test_fused_qk_at_the_models_grouped_query_heads():
