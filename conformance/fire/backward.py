@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.core import bias_budgets, tolerance
+from conformance.core.bias_budgets import fire_weights as weights  # FIRE's float64 parameters
 from conformance.core.grading import grade_profiles
 from conformance.core.protocol import Graded
 from conformance.core.tensors import (argmax_index, check_tensor, finite_max, over_budget, torch_dtype)
@@ -88,7 +89,7 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
     if key not in _CACHE:
         if len(_CACHE) > 64:
             _CACHE.clear()
-        _CACHE[key] = reference_backward.bias_vjp(G, inputs["q_positions"], inputs["k_positions"], bias_budgets.fire_weights(inputs),
+        _CACHE[key] = reference_backward.bias_vjp(G, inputs["q_positions"], inputs["k_positions"], weights(inputs),
                                                   init_L=spec.init_L, eps=spec.eps, mode="golden")
     return _CACHE[key]
 
@@ -96,7 +97,7 @@ def reference_grads(inputs: dict, G: np.ndarray, spec) -> dict:
 def budgets(inputs: dict, G: np.ndarray, spec, dtype: str, profile: str) -> dict:
     """{role: budget shaped like the parameter} at the case's spec (conformance.core.bias_budgets)."""
     qp, kp = inputs["q_positions"], inputs["k_positions"]
-    return bias_budgets.fire_gradients(qp, kp, bias_budgets.fire_weights(inputs), G, graded_entries(qp, kp, spec), spec.init_L,
+    return bias_budgets.fire_gradients(qp, kp, weights(inputs), G, graded_entries(qp, kp, spec), spec.init_L,
                                        spec.eps, dtype, profile)
 
 
@@ -147,7 +148,7 @@ def locate(spec, index: GradIndex) -> str:
 def _c_parts(inputs, G, spec) -> tuple:
     """grad_c from the distance's psi alone, and from the normalizer's alone (float64, fast)."""
     qp, kp = inputs["q_positions"], inputs["k_positions"]
-    w = bias_budgets.fire_weights(inputs)
+    w = weights(inputs)
     f = reference_backward.features(qp, kp, w, init_L=spec.init_L, eps=spec.eps)
     delta = (np.moveaxis(G, 0, -1) @ w["W2"]) * f["active"]
     gx = delta @ w["W1"][:, 0]

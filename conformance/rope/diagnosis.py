@@ -387,9 +387,14 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
     if r >= 4:
         mutants += permuted_mutants(reference, r)
 
-    # Positions.
+    # Positions. Each shift also with float32 angles (the shifted code's own arithmetic): at a
+    # position whose bfloat16 is the next integer (2047) only that variant fits as well as
+    # "positions cast to bfloat16", and the shift, listed first, then explains the case.
+    th32 = round_to(theta, "float32")
     for k in OFFSETS:
         add(Mutant("position-offset", f"positions shifted by {k:+d}", rot((mf + k)[..., None] * theta)))
+        add(Mutant("position-offset", f"positions shifted by {k:+d}",
+                   rot(lambda k=k: round_to(round_to(mf + k, "float32")[..., None] * th32, "float32"))))
     add(Mutant("positions-ignored", "positions ignored: arange(seq) used instead of the given positions",
                rot(seq_index.astype(np.float64)[..., None] * theta)))
     add(Mutant("positions-ignored", "positions ignored: every token rotated as position 0",
@@ -404,7 +409,6 @@ def apply_mutants(x, positions, output, spec, *, seq_index=None, row0=None, batc
     for low in ("bfloat16", "float16"):
         th_low = round_to(theta, low)
         m_low = round_to(mf, low)[..., None]
-        th32 = round_to(theta, "float32")
         variants = (
             ("angles computed in {t}", lambda tl=th_low, ml=m_low, lo=low: round_to(ml * tl, lo)),
             ("positions cast to {t} before the angle product",

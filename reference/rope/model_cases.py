@@ -34,7 +34,7 @@ from dataclasses import replace
 from reference.golden.catalog import TestGroupSpec
 from reference.numerics import scaling as scalings
 from reference.rope.vectors.catalog import around, decode, left_padded, prefill, row_offsets
-from reference.rope.vectors.records import QkTest, RopeTest
+from reference.rope.vectors.records import LAYOUT_FLAG, QkTest, RopeTest
 
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 POWERS = (11, 16, 20, 24)  # those around() describes
@@ -76,7 +76,7 @@ def committed(setting, protocol: str) -> list:
         tests.append(around(largest))
     rows = (3, L // 2, L - 4)
     tests.append(RopeTest("batched-decode", f"Batched decode: one token per row at {list(rows)}, each row "
-                          "continuing a cache of its own length.", ("Decode", "BatchedDecode", "RowOffsets"),
+                          "continuing a cache of its own length.", ("BatchedDecode", "RowOffsets"),
                           tuple((p,) for p in rows)))
     if rope_type in LENGTH_DEPENDENT:
         tests += _thresholds(params["original_max_position_embeddings"], L)
@@ -93,7 +93,8 @@ def _thresholds(original: int, L: int) -> list:
 
 
 def _at_model(setting, tests, protocol: str, heads: int):
-    tests = [replace(t, heads=heads, flags=t.flags + ("ModelConfig",)) for t in tests]
+    layout = LAYOUT_FLAG[setting.params["layout"]]
+    tests = [replace(t, heads=heads, flags=t.flags + ("ModelConfig", layout)) for t in tests]
     if protocol == "rope.apply_qk":
         tests = [QkTest(**{**vars(t), "kv_heads": setting.kv_heads}) for t in tests]
     return TestGroupSpec(setting.params, tuple(tests), "")

@@ -161,11 +161,15 @@ def test_writing_into_x_without_inplace_is_still_input_mutated():
 # The bugs the matrix catches
 
 
-def test_batch_row_zero_bug_passed_before_the_matrix():
-    """The documented fused-RoPE bug passes the catalog and the old black-box shape."""
+def test_batch_row_zero_bug_passed_the_catalog_until_the_zoos_batched_decode():
+    """The documented fused-RoPE bug passed the catalog's small shapes (suite 0.5.0); since 0.6.0 only
+    the zoo's committed batched decodes (one token per row, rows at different positions) catch it
+    there, with its own diagnosis."""
     target = str(BUGGY / "batch_row_zero_only.py") + ":apply"
     old = run_conformance(target, "rope.apply", dtypes=("float32",), fresh=False, identities=False)
-    assert old.summary()["overall"] == "pass"
+    failing = [c for c in old.cases if c.verdict == "fail"]
+    assert failing and all(c.id.endswith("/batched-decode") for c in failing), [c.id for c in failing]
+    assert {d.code for c in failing for d in c.diagnoses} == {"batch-row-zero-only"}
 
 
 @pytest.mark.parametrize("name", ["batch_row_zero_only", "positions_from_heads_axis", "tile_tail_unrotated"])
