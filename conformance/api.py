@@ -41,6 +41,8 @@ def run_conformance(
     debug: Optional[str] = None,
     model: Optional[str] = None,
     model_config=None,
+    compile: bool = False,
+    compile_backend: str = "inductor",
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -63,7 +65,11 @@ def run_conformance(
     goes on. In-process only: with isolate=True it is an OptionError. model: a zoo model's name
     (`posref models`), or model_config: a Hugging Face config.json path: grade at that model's
     configuration, on cases drawn for it from ``seed`` instead of the committed vectors
-    (conformance.model).
+    (conformance.model). compile: also grade every case with the adapter wrapped by
+    torch.compile (backend ``compile_backend``, "inductor" by default; "aot_eager" or "eager" to
+    debug), each as its own result (CaseResult.compiled); a case correct eagerly and wrong compiled
+    is diagnosed compile-fault. Where torch.compile cannot run here, the eager half is graded and
+    Report.compile says why (conformance.compiled).
     """
     from conformance.loader import load_target
 
@@ -96,6 +102,8 @@ def run_conformance(
         debug=debug,
         model=model,
         model_config=None if model_config is None else str(model_config),
+        compile=compile,
+        compile_backend=compile_backend,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 
