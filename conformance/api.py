@@ -112,7 +112,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
     """The cause first (the largest group of failures by diagnosis code, with its first message),
     then each failing case with where it fails, the failing identities, the summary line."""
     from conformance.core import registry
-    from conformance.reports._common import failure_details, fmt_float, summary_line
+    from conformance.reports._common import case_name, failure_details, fmt_float, summary_line
     from conformance.reports.causes import failure_causes
 
     bad = [c for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
@@ -130,7 +130,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
     for c in bad[:limit]:
         why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
         ratio = "" if c.budget_ratio is None else f", error/budget {fmt_float(c.budget_ratio)}"
-        lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
+        lines.append(f"  {c.verdict} {case_name(c)}{ratio}: {why}")
         lines += [f"      {text}" for text in failure_details(c) + c.traceback_lines()]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")

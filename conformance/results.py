@@ -151,7 +151,7 @@ class Report:
         return counts
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "suite_version": self.suite_version,
             "vectors_digest": self.vectors_digest,
             "protocol": self.protocol,
@@ -168,8 +168,10 @@ class Report:
             "baseline": self.baseline,
             "training": self.training,
             "model": self.model,
-            "compile": self.compile,
         }
+        if self.compile is not None:  # only under --compile: documents of other runs keep their keys
+            doc["compile"] = self.compile
+        return doc
 
     @classmethod
     def from_json(cls, data: dict) -> "Report":
