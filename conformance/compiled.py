@@ -38,6 +38,33 @@ RECOMPILE_LIMIT = 4096  # far above a run's distinct (shape, spec, dtype) guards
 COMPILE_FAULT = "compile-fault"
 
 
+class CompileFailed(RuntimeError):
+    """torch.compile's backend raised while compiling the adapter: one line naming the backend and
+    what it raised (dynamo's BackendCompilerFailed puts that on its second line, after
+    "backend='inductor' raised:")."""
+
+
+def _compiled_call(compiled, args, kwargs, backend: str):
+    """compiled(*args, **kwargs) with the recompile limits raised; a backend failure becomes
+    CompileFailed (its cause kept), any other exception goes through as the adapter's."""
+    try:
+        with _config_patch():
+            return compiled(*args, **kwargs)
+    except Exception as exc:
+        inner = _backend_failure(exc)
+        if inner is None:
+            raise
+        raise CompileFailed(f"torch.compile (backend {backend}) failed to compile the adapter: "
+                            f"{_first_line(inner)}") from exc
+
+
+def _backend_failure(exc: BaseException) -> Optional[BaseException]:
+    """What the backend raised when exc is dynamo's BackendCompilerFailed, else None."""
+    if type(exc).__name__ != "BackendCompilerFailed":
+        return None
+    return getattr(exc, "inner_exception", None) or exc
+
+
 def _config_patch():
     """torch._dynamo.config.patch raising the recompile limits (names differ across torch versions)."""
     import torch._dynamo.config as cfg
@@ -86,8 +113,7 @@ class CompiledCall:
     def __call__(self, *args):
         if self._compiled is None:
             self._compiled = compile_fn(self.fn, self.backend)
-        with _config_patch():
-            return self._compiled(*args)
+        return _compiled_call(self._compiled, args, {}, self.backend)
 
 
 class CompiledInvoker:
@@ -139,8 +165,7 @@ class _LazyCompiled:
     def __call__(self, *args, **kwargs):
         if self._compiled is None:
             self._compiled = compile_fn(self.fn, self.backend)
-        with _config_patch():
-            return self._compiled(*args, **kwargs)
+        return _compiled_call(self._compiled, args, kwargs, self.backend)
 
 
 def make_compiled_invoker(fn, target, *, isolate: bool, timeout, training: bool, backend: str):
@@ -205,7 +230,7 @@ def _try_compile(backend: str, device: str) -> Optional[str]:
         if not torch.equal(y, x * 2.0 + 1.0):
             return f"torch.compile (backend {backend}) computed x * 2 + 1 wrong on a 4-element tensor"
     except Exception as exc:  # noqa: BLE001 - whatever the missing compiler raises
-        return f"torch.compile (backend {backend}) cannot run here: {_first_line(exc)}"
+        return f"torch.compile (backend {backend}) cannot run here: {_first_line(_backend_failure(exc) or exc)}"
     return None
 
 
@@ -234,6 +259,7 @@ def compile_fault(eager, compiled, backend: str):
 __all__ = [
     "COMPILE_FAULT",
     "CompiledCall",
+    "CompileFailed",
     "CompiledInvoker",
     "DEFAULT_BACKEND",
     "compile_fault",
