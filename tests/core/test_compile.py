@@ -200,8 +200,8 @@ def test_pytest_items_grade_the_compiled_half():
 
 def test_command_line_and_project_table():
     from conformance import project
-    from conformance.commands.conform import options_from_args
     from conformance.cli import build_parser
+    from conformance.commands.conform import options_from_args
 
     args = build_parser().parse_args(["conform", HF, "--protocol", "rope.apply", "--compile",
                                       "--compile-backend", "aot_eager"])
