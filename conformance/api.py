@@ -41,6 +41,8 @@ def run_conformance(
     debug: Optional[str] = None,
     model: Optional[str] = None,
     model_config=None,
+    compile: bool = False,
+    compile_backend: str = "inductor",
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -63,7 +65,11 @@ def run_conformance(
     goes on. In-process only: with isolate=True it is an OptionError. model: a zoo model's name
     (`posref models`), or model_config: a Hugging Face config.json path: grade at that model's
     configuration, on cases drawn for it from ``seed`` instead of the committed vectors
-    (conformance.model).
+    (conformance.model). compile: also grade every case with the adapter wrapped by
+    torch.compile (backend ``compile_backend``, "inductor" by default; "aot_eager" or "eager" to
+    debug), each as its own result (CaseResult.compiled); a case correct eagerly and wrong compiled
+    is diagnosed compile-fault. Where torch.compile cannot run here, the eager half is graded and
+    Report.compile says why (conformance.compiled).
     """
     from conformance.loader import load_target
 
@@ -96,6 +102,8 @@ def run_conformance(
         debug=debug,
         model=model,
         model_config=None if model_config is None else str(model_config),
+        compile=compile,
+        compile_backend=compile_backend,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 
@@ -104,7 +112,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
     """The cause first (the largest group of failures by diagnosis code, with its first message),
     then each failing case with where it fails, the failing identities, the summary line."""
     from conformance.core import registry
-    from conformance.reports._common import failure_details, fmt_float, summary_line
+    from conformance.reports._common import case_name, failure_details, fmt_float, summary_line
     from conformance.reports.causes import failure_causes
 
     bad = [c for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
@@ -122,7 +130,7 @@ def failure_summary(report: Report, limit: int = 20) -> str:
     for c in bad[:limit]:
         why = "; ".join(f"{d.code}: {d.message}" for d in c.diagnoses) or "over budget"
         ratio = "" if c.budget_ratio is None else f", error/budget {fmt_float(c.budget_ratio)}"
-        lines.append(f"  {c.verdict} {c.id} [{c.dtype}]{ratio}: {why}")
+        lines.append(f"  {c.verdict} {case_name(c)}{ratio}: {why}")
         lines += [f"      {text}" for text in failure_details(c) + c.traceback_lines()]
     if len(bad) > limit:
         lines.append(f"  ... and {len(bad) - limit} more")

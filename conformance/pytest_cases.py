@@ -40,9 +40,11 @@ class Case:
     id: str
     dtype: Optional[str]
     options: tuple = ()  # sorted (name, value) pairs passed to run_conformance
+    compiled: bool = False  # the result under torch.compile (options has compile=True)
 
     def __str__(self) -> str:
-        return self.id if self.dtype is None else f"{self.id}:{self.dtype}"
+        name = self.id if self.dtype is None else f"{self.id}:{self.dtype}"
+        return name + (":compiled" if self.compiled else "")
 
     def __repr__(self) -> str:  # pytest prints it in every failing item's traceback
         return f"Case({str(self)!r})"
@@ -55,7 +57,11 @@ class Case:
 
         report = _report(fn, self.protocol, self.options)
         result = next((c for c in report.cases
-                       if c.id == self.id and (self.dtype is None or c.dtype == self.dtype)), None)
+                       if c.id == self.id and (self.dtype is None or c.dtype == self.dtype)
+                       and bool(getattr(c, "compiled", False)) == self.compiled), None)
+        unavailable = (report.compile or {}).get("reason")
+        if result is None and self.compiled and unavailable:
+            pytest.skip(f"{self}: the compiled half was not run: {unavailable}")
         if result is None:
             pytest.fail(f"{self}: not graded (is the case selected by the options?)", pytrace=False)
         if result.verdict == "skip":
@@ -67,9 +73,9 @@ class Case:
 
 def failure_message(report, result) -> str:
     """Cause first, then where it fails, the repro, and what it was graded against."""
-    from conformance.reports._common import case_reason, failure_details, fmt_float
+    from conformance.reports._common import case_name, case_reason, failure_details, fmt_float
 
-    lines = [f"{result.id} [{result.dtype}] {result.verdict}: {case_reason(result)}"]
+    lines = [f"{case_name(result)} {result.verdict}: {case_reason(result)}"]
     if result.budget_ratio is not None:
         lines.append(f"error/budget {fmt_float(result.budget_ratio)} (max |error| "
                      f"{fmt_float(result.max_abs_error)}, profile {report.profile})")
@@ -99,7 +105,10 @@ def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options)
     ``--cases``; other options (layout, profile, device, vectors_dir, timeout, isolate) are passed
     to run_conformance when the cases are graded. ``model="llama-3.1-8b"`` (or ``model_config=``
     a config.json path) gives the model's cases instead of the catalog's (conformance.model): its
-    committed ones and those drawn from a new seed each session.
+    committed ones and those drawn from a new seed each session. ``compile=True`` (with
+    ``compile_backend``) adds a second item per case and dtype, ``<case id>:<dtype>:compiled``,
+    graded with the adapter under torch.compile; where torch.compile cannot run here, those items
+    skip with the reason and the eager ones are graded as usual.
     """
     import pytest
 
@@ -116,11 +125,13 @@ def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options)
 
         model = models.resolve(options.get("model"), options.get("model_config"))
         at_model = models.model_cases(model, protocol, 0, options.get("vectors_dir"))
+    halves = (False, True) if options.get("compile") else (False,)
     params = []
     for golden in select_cases(protocol, cases, options.get("vectors_dir"), *at_model):
         for dtype in (None,) if proto.dtype_free else chosen:
-            case = Case(protocol, golden.id, dtype, settings)
-            params.append(pytest.param(case, id=str(case)))
+            for half in halves:
+                case = Case(protocol, golden.id, dtype, settings, half)
+                params.append(pytest.param(case, id=str(case)))
     return params
 
 

@@ -59,6 +59,9 @@ class CaseResult:
     # Where the adapter raised, in the user's own code: {"file", "line", "frames": [str]} (posref's
     # frames left out, at most a few; isolation.user_traceback); None when it did not raise.
     traceback: Optional[dict] = None
+    # --compile: True for the result of the adapter wrapped by torch.compile (conformance.compiled);
+    # the eager result of the same case and dtype has False.
+    compiled: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)  # recurses into the Diagnosis entries
@@ -126,6 +129,7 @@ class Report:
     baseline: Optional[dict] = None  # what --expected-failures found (conformance.baseline.apply)
     training: Optional[dict] = None  # {"grad": bool, "autocast": dtype or None} under --grad / --autocast
     model: Optional[dict] = None  # the model graded at (conformance.model): {"name", "source"} or {"name", "config", "sha256"}
+    compile: Optional[dict] = None  # --compile: {"backend", "ran": bool, "reason": why not, or None}
 
     def summary(self) -> dict:
         """Counts per verdict; a failure the baseline expects counts as ``xfail``, not as fail or
@@ -147,7 +151,7 @@ class Report:
         return counts
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "suite_version": self.suite_version,
             "vectors_digest": self.vectors_digest,
             "protocol": self.protocol,
@@ -165,6 +169,9 @@ class Report:
             "training": self.training,
             "model": self.model,
         }
+        if self.compile is not None:  # only under --compile: documents of other runs keep their keys
+            doc["compile"] = self.compile
+        return doc
 
     @classmethod
     def from_json(cls, data: dict) -> "Report":

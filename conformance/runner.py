@@ -88,6 +88,10 @@ class Options:
     # The cases are drawn for it from the seed instead of the committed vectors.
     model: Optional[str] = None
     model_config: Optional[str] = None
+    # Also grade every case with the adapter wrapped by torch.compile (conformance.compiled), each
+    # as its own result; compile_backend is torch.compile's backend ("inductor", "aot_eager", ...).
+    compile: bool = False
+    compile_backend: str = "inductor"
 
 
 def check_options(opts: Options) -> Options:
@@ -134,6 +138,7 @@ def check_options(opts: Options) -> Options:
     if opts.shapes not in SHAPES:
         raise OptionError(f"shapes must be one of {', '.join(SHAPES)}, got {opts.shapes!r}")
     _check_training(opts, proto)
+    _check_compile(opts)
     for name in ("timeout", "max_time"):
         try:
             setattr(opts, name, check_timeout(getattr(opts, name)))
@@ -253,9 +258,10 @@ def manifest_info(directory=None) -> tuple[str, str]:
 # Repro snippets
 
 
-def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]) -> str:
+def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str], compiled: bool = False) -> str:
     """A command a reviewer can paste to grade this one case again (a fresh case with the run's
-    --seed, which draws its inputs again)."""
+    --seed, which draws its inputs again); ``compiled``: the compiled result's (with --compile)."""
+    backend = opts.compile_backend if compiled else None
     from reference.golden.fresh import is_fresh
 
     fresh = is_fresh(case_id)
@@ -281,6 +287,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--grad"]
         if opts.autocast:
             parts += ["--autocast", opts.autocast]
+        if backend:
+            parts += ["--compile"] + (["--compile-backend", backend] if backend != "inductor" else [])
         return " ".join(shlex.quote(p) for p in parts)
     return (
         "from conformance import run_conformance; "
@@ -292,6 +300,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         + (f", shapes={opts.shapes!r}" if fresh and opts.shapes != "sample" else "")
         + (", grad=True" if opts.grad else "")
         + (f", autocast={opts.autocast!r}" if opts.autocast else "")
+        + (", compile=True" if backend else "")
+        + (f", compile_backend={backend!r}" if backend and backend != "inductor" else "")
         + ").summary())"
     )
 
@@ -323,9 +333,11 @@ def _diagnose(proto, case, spec, prepared, graded, dtype) -> tuple[list, list]:
     return list(found or []), []
 
 
-def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explanation=None) -> CaseResult:
+def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explanation=None,
+               compiled: bool = False) -> CaseResult:
     """Grade one case in one dtype (dtype None for dtype-free protocols) under its own spec;
-    ``explanation`` (what the probe saw, Probe.explain) is noted on a failing case."""
+    ``explanation`` (what the probe saw, Probe.explain) is noted on a failing case; ``compiled``:
+    ``invoker`` calls the adapter under torch.compile (the result says so)."""
     start = time.perf_counter()
     label = dtype or opts.dtypes[0]
     result = CaseResult(id=case.id, dtype=label, verdict="error")
@@ -371,7 +383,8 @@ def grade_case(proto, case, spec, dtype, opts: Options, invoker, target, explana
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever the adapter's objects raise is a verdict
             result = _value_raised(case.id, label, exc)
-    result.repro = repro_snippet(case.id, result.dtype, opts, target)
+    result.compiled = compiled
+    result.repro = repro_snippet(case.id, result.dtype, opts, target, compiled)
     result.duration_s = time.perf_counter() - start
     return result
 
@@ -785,19 +798,24 @@ def run(
     else:
         inner = make_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)
     invoker = RunGuard(inner, max_time=opts.max_time, keep_going=opts.keep_going)
+    compiled = _compiled_invoker(fn, target, opts, report, invoker)
     if hasattr(progress, "planned"):  # the supervised command (conformance.supervise): what is to come
         plan_dtypes = (None,) if proto.dtype_free else opts.dtypes
-        progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target))
-                                  for c in cases for d in plan_dtypes])
+        halves = (False, True) if compiled is not None else (False,)
+        progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target, h))
+                                  for c in cases for d in plan_dtypes for h in halves])
     # For the whole run a real Ctrl-C raises RealInterrupt, so that it stops the run while a
     # KeyboardInterrupt (or SystemExit) raised by what the adapter returned is a verdict.
     with real_interrupts_marked():
         try:
-            _grade_all(proto, cases, opts, invoker, target, report, progress)
+            _grade_all(proto, cases, opts, invoker, target, report, progress, compiled)
         finally:
             invoker.close()
-    if invoker.note():
-        report.notes.append(invoker.note())
+            if compiled is not None:
+                compiled.close()
+    for guard in (invoker, compiled):
+        if guard is not None and guard.note():
+            report.notes.append(guard.note())
     if baseline is not None:
         # The matching counts toward --max-time: it stops at the run's deadline with a note.
         baselines.apply(report, baseline, deadline=getattr(invoker, "deadline", None),
@@ -831,13 +849,14 @@ def _probe(proto, invoker, cases, opts: Options, report: Report):
         return None
 
 
-def _grade_all(proto, cases, opts: Options, invoker, target, report: Report, progress) -> None:
-    """The probe, every case in every dtype, then the black-box identities, into ``report``."""
+def _grade_all(proto, cases, opts: Options, invoker, target, report: Report, progress, compiled=None) -> None:
+    """The probe, every case in every dtype (then again under torch.compile when ``compiled``, the
+    compiled half's invoker, is given), then the black-box identities, into ``report``."""
     if opts.isolate:
         invoker.start()  # load errors are UsageErrors: surface them before grading
     probe = _probe(proto, invoker, cases, opts, report)
     dtypes = (None,) if proto.dtype_free else opts.dtypes
-    total = len(cases) * len(dtypes)
+    total = len(cases) * len(dtypes) * (2 if compiled is not None else 1)
     if progress is not None:
         progress.start(total)
     for case in cases:
@@ -847,18 +866,74 @@ def _grade_all(proto, cases, opts: Options, invoker, target, report: Report, pro
         excluded = proto.excluded(spec, opts)
         explanation = _explain(probe, spec)
         for dtype in dtypes:
-            if excluded:
-                result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[excluded])
-                result.repro = repro_snippet(case.id, result.dtype, opts, target)
-            else:
-                result = grade_case(proto, case, spec, dtype, opts, invoker, target, explanation)
-            report.cases.append(result)
-            if progress is not None:
-                progress.advance(result)
+            eager = None
+            for half, through in ((False, invoker), (True, compiled)):
+                if through is None:
+                    continue
+                if excluded:
+                    result = CaseResult(id=case.id, dtype=dtype or opts.dtypes[0], verdict="skip", notes=[excluded],
+                                        compiled=half)
+                    result.repro = repro_snippet(case.id, result.dtype, opts, target, half)
+                else:
+                    result = grade_case(proto, case, spec, dtype, opts, through, target, explanation, compiled=half)
+                if half:
+                    _compile_fault(eager, result, opts)
+                eager = result
+                report.cases.append(result)
+                if progress is not None:
+                    progress.advance(result)
     if opts.identities:
         report.identities = _blackbox(proto, invoker, opts, probe)
         if opts.grad:
             report.identities += _grad_blackbox(proto, invoker, opts, probe)
+
+
+# ------------------------------------------------------------------------------------------
+# --compile (conformance.compiled; docs/design.md, "Compiled grading")
+
+
+def _check_compile(opts: Options) -> None:
+    if not isinstance(opts.compile, bool):
+        raise OptionError(f"compile must be True or False, got {opts.compile!r}")
+    backend = opts.compile_backend
+    if not isinstance(backend, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]{0,99}", backend):
+        raise OptionError(f"compile_backend must be the name of a torch.compile backend, got {backend!r}")
+    if backend != "inductor" and not opts.compile:
+        raise OptionError(f"compile_backend {backend!r} applies only with compile (--compile)")
+
+
+def _compiled_invoker(fn, target, opts: Options, report: Report, guard):
+    """The compiled half's invoker (a RunGuard sharing the run's deadline), or None: without
+    --compile, or where torch.compile cannot run here (then one note says why, and the eager half
+    is graded as usual)."""
+    if not opts.compile:
+        return None
+    from conformance import compiled as compiling
+
+    backend = opts.compile_backend
+    reason = compiling.unavailable(backend, opts.device)
+    report.compile = {"backend": backend, "ran": reason is None, "reason": reason}
+    if reason is not None:
+        report.notes.append(f"--compile: the compiled half was not run ({reason}); every case was graded "
+                            "eagerly only")
+        return None
+    inner = compiling.make_compiled_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout,
+                                           training=bool(opts.grad or opts.autocast), backend=backend)
+    made = RunGuard(inner, max_time=opts.max_time, keep_going=opts.keep_going)
+    made.deadline = guard.deadline  # one --max-time for both halves
+    report.notes.append(f"--compile: every case is graded eagerly, then with the adapter wrapped by "
+                        f"torch.compile (backend {backend}, dynamic=None; results marked compiled); the probe "
+                        "and the black-box identities run eagerly")
+    return made
+
+
+def _compile_fault(eager, result, opts: Options) -> None:
+    """Put compile-fault first on a compiled result that fails where the eager one passed."""
+    from conformance.compiled import compile_fault
+
+    found = compile_fault(eager, result, opts.compile_backend)
+    if found is not None:
+        result.diagnoses.insert(0, found)
 
 
 def _describe(fn) -> str:

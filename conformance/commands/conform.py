@@ -110,6 +110,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--autocast", choices=("bfloat16", "float16"), metavar="DTYPE",
                    help="run the implementation inside torch.autocast(device, DTYPE) (bfloat16 or float16); an "
                         "output arriving in DTYPE is graded with DTYPE's budget; --dtype stays the input dtype")
+    p.add_argument("--compile", action="store_true",
+                   help="also grade every case with the adapter wrapped by torch.compile (dynamic=None), each as "
+                        "its own result marked compiled; a case correct eagerly and wrong compiled is diagnosed "
+                        "compile-fault. Where torch.compile cannot run here, a note says why and the eager half "
+                        "is graded as usual")
+    p.add_argument("--compile-backend", default="inductor", metavar="NAME",
+                   help="torch.compile's backend under --compile (default inductor; aot_eager or eager to tell "
+                        "a fault of dynamo's tracing from one of inductor's code)")
     debug = p.add_mutually_exclusive_group()
     debug.add_argument("--pdb", dest="debug", action="store_const", const="pdb", default=None,
                        help="on the first exception the adapter raises, open pdb's post-mortem in its "
@@ -172,6 +180,8 @@ def options_from_args(args):
         debug=args.debug,
         model=args.model,
         model_config=args.model_config,
+        compile=args.compile,
+        compile_backend=args.compile_backend,
     )
 
 

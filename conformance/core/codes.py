@@ -10,6 +10,9 @@ CORE_CODES = {
     "crashed": "the isolated process died during the call",
     "timeout": "the call did not return within the time limit",
     "not-deterministic": "the same call twice gave different values",
+    # --compile (conformance.compiled): the same case graded eagerly and under torch.compile
+    "compile-fault": "correct eagerly, wrong under torch.compile: the compiled adapter fails or raises "
+                     "where the eager one passes",
     # --grad (conformance.training): the gradient of an input graded against the reference backward
     "backward-transposed": "the gradient is the forward applied to the cotangent (R_m g instead of "
                            "R_m^T g = R_{-m} g): a hand-written backward that reuses the forward",

@@ -286,8 +286,34 @@ def case_ratio(case):
 
 def citation(report, case) -> str:
     """The line a review quotes:
-    "posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]: fail (positions shifted by +1)"."""
-    return f"posref {report.suite_version} {case.id} [{case.dtype}]: {case.verdict} ({case_reason(case)})"
+    "posref 0.1.0 rope.apply/llama2-d128/decode-4095 [bfloat16]: fail (positions shifted by +1)"
+    (" compiled" after the dtype for a result graded under torch.compile)."""
+    return f"posref {report.suite_version} {case_name(case)}: {case.verdict} ({case_reason(case)})"
+
+
+def compiled_mark(case) -> str:
+    """" compiled" for a result graded under torch.compile (--compile), "" for an eager one."""
+    return " compiled" if getattr(case, "compiled", False) else ""
+
+
+def case_name(case) -> str:
+    """How every report names a result: "<case id> [<dtype>]", and " compiled" after it for the
+    compiled half under --compile (the id stays the case's own, as with dtypes)."""
+    return f"{case.id} [{case.dtype}]{compiled_mark(case)}"
+
+
+def compile_line(report) -> str:
+    """One line on --compile, "" without it: what ran, or why the compiled half did not."""
+    info = getattr(report, "compile", None)
+    if not isinstance(info, dict):
+        return ""
+    backend = info.get("backend", "?")
+    if not info.get("ran"):
+        return f"torch.compile (backend {backend}) not run: {info.get('reason') or 'unavailable'}; eager results only"
+    compiled = [c for c in report.cases if getattr(c, "compiled", False)]
+    faults = sum(1 for c in compiled if any(d.code == "compile-fault" for d in c.diagnoses))
+    return (f"torch.compile (backend {backend}): {len(compiled)} compiled result(s), {faults} correct eagerly "
+            "but wrong compiled (compile-fault)")
 
 
 def not_a_report_file(path) -> str | None:

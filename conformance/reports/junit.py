@@ -4,7 +4,8 @@
       <testsuite name="posref.<protocol>" ...>
         <properties>  suite version, vectors digest, target, profile, probe.*, environment.*
         <testcase classname="<protocol>" name="<case id>[<dtype>]" time= file= line=>   one per
-                  case x dtype; file and line locate the adapter (CI annotations point there)
+                  case x dtype (x eager/compiled under --compile: name <case id>[<dtype>][compiled]);
+                  file and line locate the adapter (CI annotations point there)
           <failure message= type=<first diagnosis code>>  for fail
           <error ...>                                      for error
           <skipped message=...>                            for skip (and an expected failure)
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from conformance.reports._common import case_reason, citation, codes, failure_details, fmt_float, \
+from conformance.reports._common import case_reason, citation, codes, compile_line, failure_details, fmt_float, \
     grad_overview, grad_summary, messages, output_dtype_note, summary_line, write_text_atomic
 
 # Characters XML 1.0 cannot carry at all (not even escaped); exception messages may hold them.
@@ -84,6 +85,8 @@ def build(report) -> ET.Element:
         fields.append((f"environment.{key}", "" if value is None else value))
     if grad_overview(report):
         fields.append(("posref.grad", grad_overview(report)))
+    if compile_line(report):
+        fields.append(("posref.compile", compile_line(report)))
     for name, value in fields:
         _sub(props, "property", name=name, value=value)
 
@@ -92,7 +95,9 @@ def build(report) -> ET.Element:
     for case in report.cases:
         t = float(case.duration_s or 0.0)
         total_time += t
-        tc = _sub(suite, "testcase", classname=report.protocol, name=f"{case.id}[{case.dtype}]",
+        # The compiled half (--compile) is a testcase of its own: "<id>[<dtype>][compiled]".
+        tc = _sub(suite, "testcase", classname=report.protocol,
+                  name=f"{case.id}[{case.dtype}]" + ("[compiled]" if getattr(case, "compiled", False) else ""),
                   time=f"{t:.6f}", **where)
         if case.expected_failure:  # as pytest writes an xfail: skipped, with the reason
             n_skip += 1

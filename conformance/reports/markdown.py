@@ -18,7 +18,8 @@ import re
 
 from conformance.isolation import printable
 from conformance.reports._common import autocast_overview, case_reason, codes, fmt_float, grad_overview, \
-    graded_gradients, messages, model_line, output_dtype_note, summary_line, worst_grad_role, write_text_atomic
+    graded_gradients, messages, model_line, output_dtype_note, summary_line, worst_grad_role, write_text_atomic, \
+    case_name, compile_line, compiled_mark
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 MAX_MESSAGES = 4  # distinct messages shown per cause, as in the terminal report
@@ -129,6 +130,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     out += [ACCEPTABLE, ""]
     grads = graded_gradients(report)
     training = ([grad_overview(report)] if grads else []) + autocast_overview(report)
+    training += [compile_line(report)] if compile_line(report) else []
     if training:
         out += [f"- {_text(line)}" for line in training] + [""]
     if report.baseline:
@@ -150,7 +152,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
         for c in bad_cases[:max_rows]:
             diag = "; ".join(f"{code}: {msg}" for code, msg in zip(codes(c.diagnoses),
                                                                    messages(c.diagnoses)))
-            dtype = c.dtype + (f" ({output_dtype_note(c)})" if output_dtype_note(c) else "")
+            dtype = c.dtype + compiled_mark(c) + (f" ({output_dtype_note(c)})" if output_dtype_note(c) else "")
             extra = (_grad_cell(c),) if grads else ()
             out.append(_row(_code(c.id), dtype, c.verdict, fmt_float(c.budget_ratio), *extra,
                             fmt_float(c.max_abs_error), diag or "-"))
@@ -186,7 +188,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
 
     if bad_cases:
         out += ["### Citations", "", "```text"]
-        out += [f"posref {report.suite_version} {c.id} [{c.dtype}]" for c in bad_cases[:max_rows]]
+        out += [f"posref {report.suite_version} {case_name(c)}" for c in bad_cases[:max_rows]]
         out += ["```", ""]
         repro = next((c.repro for c in bad_cases if c.repro), "")
         if repro:
@@ -198,7 +200,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
 
     if skipped:
         out += [f"<details><summary>Skipped cases ({len(skipped)})</summary>", ""]
-        out += [f"- {_code(c.id)} \\[{c.dtype}\\]: {_text(case_reason(c))}" for c in skipped[:max_rows]]
+        out += [f"- {_code(c.id)} \\[{c.dtype}\\]{compiled_mark(c)}: {_text(case_reason(c))}" for c in skipped[:max_rows]]
         if len(skipped) > max_rows:
             out.append(f"- …and {len(skipped) - max_rows} more")
         out += ["", "</details>", ""]

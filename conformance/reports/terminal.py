@@ -18,7 +18,8 @@ import os
 import sys
 
 from conformance.reports._common import autocast_overview, case_reason, codes, failure_details, fmt_float, \
-    grad_overview, grad_summary, identity_counts, model_line, output_dtype_note, summary_line
+    case_name, compile_line, grad_overview, grad_summary, identity_counts, model_line, output_dtype_note, \
+    summary_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -124,7 +125,7 @@ class TerminalReporter:
             self._task,
             advance=1,
             bad=f"[red]{bad}[/red]" if bad else "",
-            case=self._case_field(f"{result.id} [{result.dtype}]", bad),
+            case=self._case_field(case_name(result), bad),
         )
 
     def close(self) -> None:
@@ -190,6 +191,8 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
         out.add(f"note: {note}", indent=2)
     for line in ([grad_overview(report)] if grad_overview(report) else []) + autocast_overview(report):
         out.add(line, indent=2)
+    if compile_line(report):
+        out.add(compile_line(report), indent=2)
 
     unexpected = [c for c in report.cases if not c.expected_failure]
     causes = failure_causes(unexpected, registry.codes())
@@ -306,7 +309,7 @@ def _cause(out, cause, *, ids: bool = True) -> None:
         out.add(f"... and {len(cause.lines) - MAX_MESSAGES} other messages", indent=6)
     if not ids:  # the default report details the worst cases of each cause under Failures
         return
-    names = [f"{c.id} [{c.dtype}]" for c in cause.cases]
+    names = [case_name(c) for c in cause.cases]
     more = f", and {len(names) - MAX_IDS} more" if len(names) > MAX_IDS else ""
     out.add("cases: " + ", ".join(names[:MAX_IDS]) + more, indent=6, style="dim")
 
@@ -319,7 +322,7 @@ def _case(out, c, *, detail: bool, reason: bool = True) -> None:
     dtype_note = "" if detail else output_dtype_note(c)
     ratio += f"; {dtype_note}" if dtype_note else ""
     label = "XFAIL" if c.expected_failure else c.verdict.upper()
-    out.add(f"{label} {c.id} [{c.dtype}]{ratio}", indent=2,
+    out.add(f"{label} {case_name(c)}{ratio}", indent=2,
             style=VERDICT_STYLES.get(c.verdict, ""))
     if not detail:
         return
