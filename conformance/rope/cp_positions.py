@@ -1,0 +1,157 @@
+"""Protocol ``rope.cp_positions``: ``fn(cu_seqlens, spec) -> int64 [t_rank]``.
+
+Context parallelism over a packed (THD) batch: cu_seqlens int64 [n + 1] bounds the packed
+sequences; spec is a :class:`CpSpec` (cp_size, rank, split "load_balanced" or "contiguous", output
+"positions" or "indices"). The answer is the rank's tokens, sequence by sequence and chunk by chunk
+in the rank's order, as their positions within their sequences or their indices in the pack
+(reference.rope.cp_positions states the rule: load-balanced rank r holds chunks r and
+2 * cp_size - 1 - r of 2 * cp_size, as TransformerEngine's thd_get_partitioned_indices).
+
+Graded exactly, once per case (dtype-free): an integer tensor of shape [sum(L_j) / cp_size], equal
+element for element. The cases hold only valid inputs (every length divisible by the chunk
+count): what the adapter does with others (raise, or conformance.Unsupported) is its own business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from conformance.core.protocol import Graded, Prepared, Protocol
+from conformance.core.tensors import adapter_inputs, argmax_index, check_integer_tensor, mutation_problems, \
+    over_budget
+from conformance.results import Diagnosis
+from reference.rope.cp_positions import chunk_count, cp_positions, gather, rank_chunks
+
+
+@dataclass(frozen=True)
+class CpSpec:
+    """cp_size (ranks), rank (0 <= rank < cp_size), split ("load_balanced": 2 * cp_size chunks per
+    sequence, rank r holds r and 2 * cp_size - 1 - r; "contiguous": cp_size chunks, rank r holds r)
+    and output ("positions" within the sequence, or "indices" into the pack)."""
+
+    cp_size: int
+    rank: int
+    split: str = "load_balanced"
+    output: str = "positions"
+
+
+def spec_of(params) -> CpSpec:
+    return CpSpec(int(params["cp_size"]), int(params["rank"]), str(params["split"]), str(params["output"]))
+
+
+def _answer(cu, spec, **change):
+    """The reference answer with some of the spec's fields changed (None where the inputs do not
+    allow that split)."""
+    fields = {"cp_size": spec.cp_size, "rank": spec.rank, "split": spec.split, "output": spec.output, **change}
+    try:
+        return cp_positions(cu, **fields)
+    except ValueError:
+        return None
+
+
+def _same(out, other) -> bool:
+    return other is not None and np.array_equal(out, other)
+
+
+def _restarted(cu, spec, per_chunk: bool) -> np.ndarray:
+    """The positions counted afresh on the rank: from 0 in every held chunk (``per_chunk``), or
+    over the rank's whole slice of each sequence; plus the sequence's offset for output indices."""
+    chunks = chunk_count(spec.cp_size, spec.split)
+    held = len(rank_chunks(spec.cp_size, spec.rank, spec.split))
+    parts = [np.zeros(0, dtype=np.int64)]
+    for start, end in zip(cu[:-1], cu[1:]):
+        c = (end - start) // chunks
+        local = np.concatenate([np.arange(c)] * held) if per_chunk else np.arange(c * held)
+        parts.append(local + (start if spec.output == "indices" else 0))
+    return np.concatenate(parts).astype(np.int64)
+
+
+class CpPositions(Protocol):
+    name = "rope.cp_positions"
+    family = "rope"
+    signature = "fn(cu_seqlens, spec) -> positions [t_rank] (integers)"
+    dtype_free = True
+
+    def spec(self, case):
+        return spec_of(case.params)
+
+    def prepare(self, case, spec, dtype, device) -> Prepared:
+        args, inputs, watched = adapter_inputs(case.arrays, (), ("cu_seqlens",), dtype, device)
+        return Prepared((*args, spec), inputs, watched, None, device)
+
+    def grade(self, case, spec, prepared, value) -> Graded:
+        cu = prepared.inputs_f64["cu_seqlens"]
+        ref = cp_positions(cu, spec.cp_size, spec.rank, spec.split, spec.output)
+        out, problems = check_integer_tensor(value, f"the rank's {spec.output}", ref.shape)
+        problems += mutation_problems(prepared.watched)
+        if out is None:
+            return Graded(problems=problems)
+        err = np.abs(out - ref).astype(np.float64)
+        graded = Graded(problems=problems, output_f64=out.astype(np.float64), max_abs_error=float(err.max(initial=0)))
+        ratio = err / 0.5  # exact: any integer off by one or more is over
+        for profile in ("standard", "strict"):
+            graded.ratio[profile] = float(ratio.max(initial=0))
+            graded.worst_index[profile] = argmax_index(ratio) if ratio.size else None
+            graded.mismatch[profile] = over_budget(ratio) + (spec.output,)
+        return graded
+
+    def locate(self, case, spec, prepared, index) -> str:
+        cu = prepared.inputs_f64["cu_seqlens"]
+        (i,) = index
+        pos = cp_positions(cu, spec.cp_size, spec.rank, spec.split, "positions")
+        idx = cp_positions(cu, spec.cp_size, spec.rank, spec.split, "indices")
+        j = int(np.searchsorted(cu, idx[i], side="right")) - 1
+        c = int(cu[j + 1] - cu[j]) // chunk_count(spec.cp_size, spec.split)
+        return f"token {i} of rank {spec.rank}: sequence {j}, chunk {int(pos[i]) // c}, position {int(pos[i])}"
+
+    def diagnose(self, case, spec, prepared, graded, dtype) -> list:
+        if graded.output_f64 is None:
+            return []
+        out = graded.output_f64.astype(np.int64)
+        cu = prepared.inputs_f64["cu_seqlens"]
+        if spec.output == "indices" and _same(out, _answer(cu, spec, output="positions")):
+            return [Diagnosis("cp-sequence-offset", "pack indices without the sequence's offset cu_seqlens[j]: "
+                              "every sequence reads sequence 0's rows (Megatron-LM PR #5243's [0, 3, 0, 3] for "
+                              "[0, 3, 4, 7])")]
+        if spec.output == "positions" and _same(out, _answer(cu, spec, output="indices")):
+            return [Diagnosis("cp-positions-global", "indices into the pack returned as positions: the sequence's "
+                              "offset cu_seqlens[j] is not subtracted, so sequences after the first do not start "
+                              "at 0")]
+        other = "contiguous" if spec.split == "load_balanced" else "load_balanced"
+        if spec.cp_size > 1 and _same(out, _answer(cu, spec, split=other)):
+            return [Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank "
+                              f"{spec.rank} holds chunk(s) {list(rank_chunks(spec.cp_size, spec.rank, other))} of "
+                              f"{chunk_count(spec.cp_size, other)}, not {list(rank_chunks(spec.cp_size, spec.rank, spec.split))} "
+                              f"of {chunk_count(spec.cp_size, spec.split)}")]
+        # Before the chunk search: counting from 0 is also the gather of chunk 0 (twice) or of
+        # chunks 0 and 1, and the counting is the fault to name.
+        for per_chunk, how in ((True, "restart at 0 in every chunk the rank holds: the chunk's offset in its "
+                                "sequence is not added"),
+                               (False, "count the rank's own tokens of each sequence from 0 (position ids "
+                                "built after the split)")):
+            if np.array_equal(out, _restarted(cu, spec, per_chunk)):
+                return [Diagnosis("cp-chunk-restart", f"positions {how}")]
+        found = self._chunks_held(out, cu, spec)
+        if found is not None:
+            expected = list(rank_chunks(spec.cp_size, spec.rank, spec.split))
+            return [Diagnosis("cp-wrong-chunks", f"rank {spec.rank} returns chunks {found} of "
+                              f"{chunk_count(spec.cp_size, spec.split)} per sequence instead of {expected}")]
+        return []
+
+    @staticmethod
+    def _chunks_held(out, cu, spec):
+        """The chunks (as many as the rank should hold, of the split's count) whose gather is the
+        output, other than the right ones; None when no such choice gives it."""
+        chunks = chunk_count(spec.cp_size, spec.split)
+        right = rank_chunks(spec.cp_size, spec.rank, spec.split)
+        choices = ([(a, b) for a in range(chunks) for b in range(chunks)] if len(right) == 2
+                   else [(a,) for a in range(chunks)])
+        for held in choices:
+            if held != right and np.array_equal(out, gather(cu.astype(np.int64), chunks, held, spec.output)):
+                return list(held)
+        return None
+
+
+PROTOCOL = CpPositions()
