@@ -68,6 +68,24 @@ def _restarted(cu, spec, per_chunk: bool) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64)
 
 
+# The chunks a rank holds, in words that stay the same from case to case (the report groups the
+# messages of a cause, and numbers that differ between cases would read as ranges).
+_COUNT = {"load_balanced": "2 * cp_size", "contiguous": "cp_size"}
+_HOLDS = {"load_balanced": "chunks r and 2 * cp_size - 1 - r of 2 * cp_size", "contiguous": "chunk r of cp_size"}
+_NAMES = (("r", lambda r, cp: r), ("2 * cp_size - 1 - r", lambda r, cp: 2 * cp - 1 - r),
+          ("cp_size + r", lambda r, cp: cp + r), ("cp_size - 1 - r", lambda r, cp: cp - 1 - r),
+          ("2r", lambda r, cp: 2 * r), ("2r + 1", lambda r, cp: 2 * r + 1), ("r + 1", lambda r, cp: r + 1),
+          ("r - 1", lambda r, cp: r - 1))
+
+
+def _chunk_name(k: int, spec) -> str:
+    """Chunk ``k`` of the rank as an expression in r and cp_size where one of the usual ones fits."""
+    for name, rule in _NAMES:
+        if rule(spec.rank, spec.cp_size) == k:
+            return name
+    return f"chunk {k}"
+
+
 class CpPositions(Protocol):
     name = "rope.cp_positions"
     family = "rope"
@@ -121,10 +139,8 @@ class CpPositions(Protocol):
                               "at 0")]
         other = "contiguous" if spec.split == "load_balanced" else "load_balanced"
         if spec.cp_size > 1 and _same(out, _answer(cu, spec, split=other)):
-            return [Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank "
-                              f"{spec.rank} holds chunk(s) {list(rank_chunks(spec.cp_size, spec.rank, other))} of "
-                              f"{chunk_count(spec.cp_size, other)}, not {list(rank_chunks(spec.cp_size, spec.rank, spec.split))} "
-                              f"of {chunk_count(spec.cp_size, spec.split)}")]
+            return [Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank r holds "
+                              f"{_HOLDS[other]}, not {_HOLDS[spec.split]}")]
         # Before the chunk search: counting from 0 is also the gather of chunk 0 (twice) or of
         # chunks 0 and 1, and the counting is the fault to name.
         for per_chunk, how in ((True, "restart at 0 in every chunk the rank holds: the chunk's offset in its "
@@ -135,9 +151,9 @@ class CpPositions(Protocol):
                 return [Diagnosis("cp-chunk-restart", f"positions {how}")]
         found = self._chunks_held(out, cu, spec)
         if found is not None:
-            expected = list(rank_chunks(spec.cp_size, spec.rank, spec.split))
-            return [Diagnosis("cp-wrong-chunks", f"rank {spec.rank} returns chunks {found} of "
-                              f"{chunk_count(spec.cp_size, spec.split)} per sequence instead of {expected}")]
+            named = ", ".join(_chunk_name(k, spec) for k in found)
+            return [Diagnosis("cp-wrong-chunks", f"rank r returns chunk(s) {named} of each sequence's "
+                              f"{_COUNT[spec.split]} instead of {_HOLDS[spec.split].split(' of ')[0]}")]
         return []
 
     @staticmethod
