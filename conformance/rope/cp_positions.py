@@ -41,21 +41,16 @@ def spec_of(params) -> CpSpec:
     return CpSpec(int(params["cp_size"]), int(params["rank"]), str(params["split"]), str(params["output"]))
 
 
-def _answer(cu, spec, **change):
-    """The reference answer with some of the spec's fields changed (None where the inputs do not
+def _answer(cu, fields: dict, **change):
+    """The reference answer with some of its arguments changed (None where the inputs do not
     allow that split)."""
-    fields = {"cp_size": spec.cp_size, "rank": spec.rank, "split": spec.split, "output": spec.output, **change}
     try:
-        return cp_positions(cu, **fields)
+        return cp_positions(cu, **{**fields, **change})
     except ValueError:
         return None
 
 
-def _same(out, other) -> bool:
-    return other is not None and np.array_equal(out, other)
-
-
-def _restarted(cu, spec, per_chunk: bool) -> np.ndarray:
+def _restarted(cu, spec, output: str, per_chunk: bool) -> np.ndarray:
     """The positions counted afresh on the rank: from 0 in every held chunk (``per_chunk``), or
     over the rank's whole slice of each sequence; plus the sequence's offset for output indices."""
     chunks = chunk_count(spec.cp_size, spec.split)
@@ -64,7 +59,7 @@ def _restarted(cu, spec, per_chunk: bool) -> np.ndarray:
     for start, end in zip(cu[:-1], cu[1:]):
         c = (end - start) // chunks
         local = np.concatenate([np.arange(c)] * held) if per_chunk else np.arange(c * held)
-        parts.append(local + (start if spec.output == "indices" else 0))
+        parts.append(local + (start if output == "indices" else 0))
     return np.concatenate(parts).astype(np.int64)
 
 
@@ -84,6 +79,44 @@ def _chunk_name(k: int, spec) -> str:
         if rule(spec.rank, spec.cp_size) == k:
             return name
     return f"chunk {k}"
+
+
+def candidates(cu, spec):
+    """(Diagnosis, answer) of each mutant of the rank's answer, most specific first: the reference
+    with one thing changed. ``spec`` needs cp_size, rank and split; its ``output`` defaults to
+    positions (rope.cp_apply turns tokens by positions). A generator: the chunk search comes last."""
+    cu = np.asarray(cu, dtype=np.int64)
+    output = getattr(spec, "output", "positions")
+    fields = {"cp_size": spec.cp_size, "rank": spec.rank, "split": spec.split, "output": output}
+    if output == "indices":
+        yield (Diagnosis("cp-sequence-offset", "pack indices without the sequence's offset cu_seqlens[j]: every "
+                         "sequence reads sequence 0's rows (Megatron-LM PR #5243's [0, 3, 0, 3] for [0, 3, 4, 7])"),
+               _answer(cu, fields, output="positions"))
+    else:
+        yield (Diagnosis("cp-positions-global", "indices into the pack returned as positions: the sequence's offset "
+                         "cu_seqlens[j] is not subtracted, so sequences after the first do not start at 0"),
+               _answer(cu, fields, output="indices"))
+    other = "contiguous" if spec.split == "load_balanced" else "load_balanced"
+    if spec.cp_size > 1:
+        yield (Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank r holds "
+                         f"{_HOLDS[other]}, not {_HOLDS[spec.split]}"), _answer(cu, fields, split=other))
+    # Before the chunk search: counting from 0 is also the gather of chunk 0 (twice) or of chunks 0
+    # and 1, and the counting is the fault to name.
+    for per_chunk, how in ((True, "restart at 0 in every chunk the rank holds: the chunk's offset in its "
+                            "sequence is not added"),
+                           (False, "count the rank's own tokens of each sequence from 0 (position ids built "
+                            "after the split)")):
+        yield Diagnosis("cp-chunk-restart", f"positions {how}"), _restarted(cu, spec, output, per_chunk)
+    chunks = chunk_count(spec.cp_size, spec.split)
+    right = rank_chunks(spec.cp_size, spec.rank, spec.split)
+    choices = ([(a, b) for a in range(chunks) for b in range(chunks)] if len(right) == 2
+               else [(a,) for a in range(chunks)])
+    for held in choices:
+        if held != right:
+            named = ", ".join(_chunk_name(k, spec) for k in held)
+            yield (Diagnosis("cp-wrong-chunks", f"rank r returns chunk(s) {named} of each sequence's "
+                             f"{_COUNT[spec.split]} instead of {_HOLDS[spec.split].split(' of ')[0]}"),
+                   gather(cu, chunks, held, output))
 
 
 class CpPositions(Protocol):
@@ -128,46 +161,10 @@ class CpPositions(Protocol):
         if graded.output_f64 is None:
             return []
         out = graded.output_f64.astype(np.int64)
-        cu = prepared.inputs_f64["cu_seqlens"]
-        if spec.output == "indices" and _same(out, _answer(cu, spec, output="positions")):
-            return [Diagnosis("cp-sequence-offset", "pack indices without the sequence's offset cu_seqlens[j]: "
-                              "every sequence reads sequence 0's rows (Megatron-LM PR #5243's [0, 3, 0, 3] for "
-                              "[0, 3, 4, 7])")]
-        if spec.output == "positions" and _same(out, _answer(cu, spec, output="indices")):
-            return [Diagnosis("cp-positions-global", "indices into the pack returned as positions: the sequence's "
-                              "offset cu_seqlens[j] is not subtracted, so sequences after the first do not start "
-                              "at 0")]
-        other = "contiguous" if spec.split == "load_balanced" else "load_balanced"
-        if spec.cp_size > 1 and _same(out, _answer(cu, spec, split=other)):
-            return [Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank r holds "
-                              f"{_HOLDS[other]}, not {_HOLDS[spec.split]}")]
-        # Before the chunk search: counting from 0 is also the gather of chunk 0 (twice) or of
-        # chunks 0 and 1, and the counting is the fault to name.
-        for per_chunk, how in ((True, "restart at 0 in every chunk the rank holds: the chunk's offset in its "
-                                "sequence is not added"),
-                               (False, "count the rank's own tokens of each sequence from 0 (position ids "
-                                "built after the split)")):
-            if np.array_equal(out, _restarted(cu, spec, per_chunk)):
-                return [Diagnosis("cp-chunk-restart", f"positions {how}")]
-        found = self._chunks_held(out, cu, spec)
-        if found is not None:
-            named = ", ".join(_chunk_name(k, spec) for k in found)
-            return [Diagnosis("cp-wrong-chunks", f"rank r returns chunk(s) {named} of each sequence's "
-                              f"{_COUNT[spec.split]} instead of {_HOLDS[spec.split].split(' of ')[0]}")]
+        for diagnosis, answer in candidates(prepared.inputs_f64["cu_seqlens"], spec):
+            if np.array_equal(out, answer):
+                return [diagnosis]
         return []
-
-    @staticmethod
-    def _chunks_held(out, cu, spec):
-        """The chunks (as many as the rank should hold, of the split's count) whose gather is the
-        output, other than the right ones; None when no such choice gives it."""
-        chunks = chunk_count(spec.cp_size, spec.split)
-        right = rank_chunks(spec.cp_size, spec.rank, spec.split)
-        choices = ([(a, b) for a in range(chunks) for b in range(chunks)] if len(right) == 2
-                   else [(a,) for a in range(chunks)])
-        for held in choices:
-            if held != right and np.array_equal(out, gather(cu.astype(np.int64), chunks, held, spec.output)):
-                return list(held)
-        return None
 
 
 PROTOCOL = CpPositions()
