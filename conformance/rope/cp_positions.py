@@ -98,8 +98,12 @@ def candidates(cu, spec):
                _answer(cu, fields, output="indices"))
     other = "contiguous" if spec.split == "load_balanced" else "load_balanced"
     if spec.cp_size > 1:
+        # Rank 0's contiguous chunk is its first two load-balanced chunks: the same answer as
+        # counting its own tokens from 0, which the message says.
+        same = (" (for rank 0 the same as counting the rank's own tokens from 0)"
+                if spec.rank == 0 and other == "contiguous" else "")
         yield (Diagnosis("cp-split-swapped", f"the {other} split where {spec.split} was asked: rank r holds "
-                         f"{_HOLDS[other]}, not {_HOLDS[spec.split]}"), _answer(cu, fields, split=other))
+                         f"{_HOLDS[other]}, not {_HOLDS[spec.split]}{same}"), _answer(cu, fields, split=other))
     # Before the chunk search: counting from 0 is also the gather of chunk 0 (twice) or of chunks 0
     # and 1, and the counting is the fault to name.
     for per_chunk, how in ((True, "restart at 0 in every chunk the rank holds: the chunk's offset in its "

@@ -7,8 +7,8 @@ c = L / (2 * cp_size) tokens; rank r keeps chunk r, then chunk 2 * cp_size - 1 -
 causal attention), or cp_size chunks with rank r keeping chunk r ("contiguous"). The library works
 with indices into the pack; the positions within the sequence are those minus cu_seqlens[j].
 
-Adapter: ``cp_positions`` (rope.cp_positions). Lengths not divisible by the chunk count raise
-ValueError, as the libraries assert.
+Adapters: ``cp_positions`` (rope.cp_positions) and ``cp_apply`` (rope.cp_apply). Lengths not
+divisible by the chunk count raise ValueError, as the libraries assert.
 """
 
 import torch
@@ -28,6 +28,26 @@ def cp_positions(cu_seqlens, spec):
     t = torch.arange(int(counts.sum()), device=cu.device) - first  # token number within the rank's slice
     c = chunk[seq]
     slot = t // c  # 0: the rank's first chunk, 1: its second
-    k = torch.where(slot == 0, torch.full_like(slot, spec.rank), torch.full_like(slot, 2 * spec.cp_size - 1 - spec.rank))
+    mirror = 2 * spec.cp_size - 1 - spec.rank
+    k = torch.where(slot == 0, torch.full_like(slot, spec.rank), torch.full_like(slot, mirror))
     positions = k * c + t % c
-    return positions + cu[seq] if spec.output == "indices" else positions
+    return positions + cu[seq] if getattr(spec, "output", "positions") == "indices" else positions
+
+
+def cp_apply(x, cu_seqlens, spec):
+    """rope.cp_apply: the rank's tokens x [t_rank, heads, head_dim] turned by their positions within
+    their sequences (cp_positions above), with Hugging Face's float32 inv_freq and rotate_half (or
+    rotate_every_two for the interleaved layout), as Megatron applies RoPE after the split."""
+    positions = cp_positions(cu_seqlens, spec)
+    r = spec.rotary_dim
+    inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.int64).to(torch.float32) / r))
+    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # [t, r/2]
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    rot, tail = x[..., :r].to(torch.float32), x[..., r:]
+    if spec.layout == "interleaved":
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    else:
+        a, b = rot[..., : r // 2], rot[..., r // 2:]
+        out = torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    return torch.cat((out.to(x.dtype), tail), dim=-1)

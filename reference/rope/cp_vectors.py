@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
+from reference import rope
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
+from reference.golden.inputs import representable_inputs
+from reference.rope import oracle
 from reference.rope.cp_positions import OUTPUTS, SPLITS, chunk_count, cp_positions, cp_positions_bruteforce
 
 PROTOCOL_NAME = "rope.cp_positions"
@@ -176,3 +179,111 @@ PARAMS_SCHEMA = {
 
 PROTOCOL = VectorProtocol(PROTOCOL_NAME, {"cu_seqlens": "int64", "expected": "int64"}, ("cu_seqlens",),
                           PARAMS_SCHEMA, build, compute, shapes, exact, fresh=fresh)
+
+
+# --------------------------------------------------------------------------------------------
+# rope.cp_apply: the rank's tokens rotated at its positions
+
+APPLY_NAME = "rope.cp_apply"
+
+
+@dataclass(frozen=True)
+class CpApplyTest(CpTest):
+    heads: int = 2
+
+
+def _apply_params(cp_size: int, split: str, layout: str) -> dict:
+    return {"head_dim": 64, "rotary_dim": 64, "base": 10000.0, "layout": layout, "scaling": None,
+            "cp_size": cp_size, "split": split}
+
+
+def apply_groups() -> list[GroupSpec]:
+    """rope.cp_apply/head64: head 64, base 1e4, both pair layouts; the unequal pack of three
+    sequences (u, 3u and 2u tokens, u the chunk count) and a long one (32u then u tokens) at cp_size
+    2 and 4, every rank, load-balanced; the contiguous split at cp_size 2."""
+    test_groups = []
+    for layout in ("half", "interleaved"):
+        for cp, split in ((2, "load_balanced"), (4, "load_balanced"), (2, "contiguous")):
+            unit = chunk_count(cp, split)
+            tests = []
+            for pack, lengths in (("unequal", (unit, 3 * unit, 2 * unit)), ("long", (32 * unit, unit))):
+                for rank in range(cp):
+                    tests.append(CpApplyTest(
+                        f"{layout}-{split.replace('_', '-')}-cp{cp}-{pack}-rank{rank}",
+                        f"Rank {rank} of {cp} ({split}) rotates its tokens of cu_seqlens {cu_of(lengths).tolist()} "
+                        f"at their positions within their sequences ({layout} pairs).",
+                        ("ContextParallel",) + (("UnequalLengths",) if len(set(lengths)) > 1 else ()), lengths,
+                        rank))
+            test_groups.append(TestGroupSpec(_apply_params(cp, split, layout), tuple(tests), TE_CP))
+    return [GroupSpec(APPLY_NAME, "head64", "The rank's tokens of a packed batch rotated at their positions, "
+                      "head 64, base 1e4, both layouts.", tuple(test_groups))]
+
+
+def _rank_positions(params: dict, cu) -> np.ndarray:
+    return cp_positions(cu, params["cp_size"], params["rank"], params["split"], "positions")
+
+
+def build_apply(case_id: str, params: dict, test: CpApplyTest):
+    """(the rank and seq_len, {x [t_rank, heads, head_dim] seeded by the case id and exactly
+    representable in bfloat16 and float16, cu_seqlens int64 [n + 1]})."""
+    cu = cu_of(test.lengths)
+    t = int(cu[-1]) // params["cp_size"]
+    x = representable_inputs(case_id, (t, test.heads, params["head_dim"]))
+    return {"rank": test.rank, "seq_len": int(np.diff(cu).max())}, {"x": x, "cu_seqlens": cu}
+
+
+def compute_apply(params: dict, inputs: dict, backend: str) -> dict:
+    """``expected`` [t_rank, heads, head_dim] = reference.rope.apply at the rank's positions,
+    golden mode (every value the float64 nearest to the exact rotation)."""
+    pos = _rank_positions(params, inputs["cu_seqlens"])
+    out = rope.apply(inputs["x"][None], pos[None], rotary_dim=params["rotary_dim"], base=params["base"],
+                     layout=params["layout"], backend=backend, mode="golden")
+    return {"expected": np.asarray(out, dtype=np.float64)[0]}
+
+
+def shapes_apply(params: dict, arrays: dict) -> dict:
+    cu = arrays["cu_seqlens"]
+    if cu.ndim != 1:
+        return {"cu_seqlens": ("n + 1",)}
+    x = arrays["x"]
+    shape = (int(cu[-1]) // params["cp_size"], x.shape[1] if x.ndim == 3 else "heads", params["head_dim"])
+    return {"x": shape, "expected": shape}
+
+
+def exact_apply(params: dict, inputs: dict) -> dict:
+    pos = _rank_positions(params, inputs["cu_seqlens"])
+    return {"expected": oracle.apply_exact(inputs["x"][None], pos[None], params["rotary_dim"], params["base"],
+                                           params["layout"])[0]}
+
+
+def fresh_apply(draw) -> list:
+    """One drawn case: cp_size 2, 4 or 8, a rank, a split, a pair layout, and two to four
+    sequences of 1 to 8 chunk counts each."""
+    cp, split = draw.choice((2, 4, 8)), draw.choice(SPLITS)
+    unit = chunk_count(cp, split)
+    lengths = tuple(unit * draw.integer(1, 8) for _ in range(draw.integer(2, 4)))
+    rank = draw.integer(0, cp - 1)
+    test = CpApplyTest("drawn", f"Drawn at run time: lengths {list(lengths)}, cp_size {cp}, rank {rank}, {split}.",
+                       ("ContextParallel",), lengths, rank)
+    return [TestGroupSpec(_apply_params(cp, split, draw.choice(("half", "interleaved"))), (test,))]
+
+
+APPLY_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["head_dim", "rotary_dim", "base", "layout", "scaling", "seq_len", "cp_size", "rank", "split"],
+    "properties": {
+        "head_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "rotary_dim": {"type": "integer", "minimum": 2, "multipleOf": 2},
+        "base": {"type": "number", "exclusiveMinimum": 0},
+        "layout": {"enum": ["half", "interleaved"]},
+        "scaling": {"type": "null"},
+        "seq_len": {"type": "integer", "minimum": 0},
+        "cp_size": {"type": "integer", "minimum": 1},
+        "rank": {"type": "integer", "minimum": 0},
+        "split": {"enum": list(SPLITS)},
+    },
+}
+
+APPLY_PROTOCOL = VectorProtocol(APPLY_NAME, {"x": "float64", "cu_seqlens": "int64", "expected": "float64"},
+                                ("x", "cu_seqlens"), APPLY_SCHEMA, build_apply, compute_apply, shapes_apply,
+                                exact_apply, fresh=fresh_apply)

@@ -22,7 +22,7 @@ from reference.rope.cp_positions import OUTPUTS, SPLITS, chunk_count, cp_positio
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope"
-BUGGY = {path.stem: path for path in sorted((EXAMPLES / "buggy").glob("cp_*.py"))}
+BUGGY = {path.stem: path for path in sorted((EXAMPLES / "buggy").glob("cp_*.py")) if "cp_apply" not in path.stem}
 
 
 def _packs(seed: int, count: int, split=None):
@@ -175,3 +175,64 @@ def test_garbage_fails_and_is_not_misnamed():
     assert [p.code for p in graded.problems] == ["shape-changed"]
     graded, _ = _graded(right.to(torch.int32))  # any integer dtype is an answer
     assert graded.ratio["standard"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# rope.cp_apply: the rank's tokens rotated at those positions
+
+
+def test_cp_apply_vectors_rotate_each_token_by_its_position_in_its_sequence():
+    from reference import rope
+
+    cases = list(store.iter_cases("rope.cp_apply"))
+    assert {(c.params["cp_size"], c.params["rank"], c.params["split"]) for c in cases} == \
+        {(2, 0, "load_balanced"), (2, 1, "load_balanced"), (2, 0, "contiguous"), (2, 1, "contiguous")} | \
+        {(4, r, "load_balanced") for r in range(4)}
+    for case in cases[:6]:
+        p = case.params
+        x, cu = case.arrays["x"], case.arrays["cu_seqlens"]
+        pos = np.array(cp_positions_bruteforce(cu, p["cp_size"], p["rank"], p["split"]))
+        for i in range(0, x.shape[0], max(1, x.shape[0] // 5)):  # token by token, as a one-token batch
+            one = rope.apply(x[i][None, None], pos[i:i + 1][None], base=p["base"], layout=p["layout"], mode="golden")
+            assert np.array_equal(one[0, 0], case.arrays["expected"][i]), (case.id, i)
+    for group in {c.group for c in cases}:
+        cert = verify.certify_group(store.vectors_dir(), f"rope.cp_apply/{group}")
+        assert cert.ok and cert.certified > 0
+
+
+def test_cp_apply_correct_example_passes_and_the_post_split_arange_is_named():
+    target = EXAMPLES / "cp_positions.py"
+    report = run_conformance(f"{target}:cp_apply", "rope.cp_apply", dtypes=("float32", "bfloat16"), timeout=60.0)
+    assert report.cases and all(c.verdict in ("pass", "acceptable") for c in report.cases)
+    buggy = EXAMPLES / "buggy" / "cp_apply_chunk_restart.py"
+    report = run_conformance(f"{buggy}:cp_apply", "rope.cp_apply", dtypes=("float32",), timeout=60.0)
+    failing = [c for c in report.cases if c.verdict == "fail"]
+    assert failing
+    for case in failing:
+        codes = [d.code for d in case.diagnoses]
+        # Rank 0's first two load-balanced chunks are its contiguous chunk: both names fit there.
+        # (the drawn case's rank and split are not in its id).
+        rank0_balanced = case.id.endswith(("load-balanced-cp2-unequal-rank0", "load-balanced-cp2-long-rank0",
+                                           "load-balanced-cp4-unequal-rank0", "load-balanced-cp4-long-rank0"))
+        allowed = ({"cp-chunk-restart", "cp-split-swapped"} if rank0_balanced or "/fresh/" in case.id
+                   else {"cp-chunk-restart"})
+        assert len(codes) == 1 and codes[0] in allowed, (case.id, codes)
+    assert any(d.code == "cp-chunk-restart" for c in failing for d in c.diagnoses)
+
+
+def test_cp_apply_layout_fault_keeps_ropes_own_name():
+    """An output right in positions but in the other pair layout is RoPE's layout-swapped, not a
+    context-parallel fault."""
+    from conformance.rope.cp_apply import PROTOCOL as APPLY
+
+    case = next(c for c in store.iter_cases("rope.cp_apply") if c.params["layout"] == "half"
+                and c.params["cp_size"] == 4 and c.params["rank"] == 1)
+    spec = APPLY.spec(case)
+    prepared = APPLY.prepare(case, spec, "float32", "cpu")
+    x = prepared.inputs_f64["x"]
+    from conformance.core import rotation_reference as reference
+
+    wrong = reference.apply(x, prepared.inputs_f64["positions"], spec, "interleaved")[0]
+    graded = APPLY.grade(case, spec, prepared, torch.from_numpy(wrong).to(torch.float32))
+    assert graded.ratio["standard"] > 1
+    assert [d.code for d in APPLY.diagnose(case, spec, prepared, graded, "float32")] == ["layout-swapped"]

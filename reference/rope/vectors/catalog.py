@@ -361,4 +361,4 @@ def groups() -> list[GroupSpec]:
     """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies, then the
     scaled groups of each, then rope.apply_qk."""
     return (_apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups() + _qk_groups()
-            + module_vectors.groups() + cp_vectors.groups())
+            + module_vectors.groups() + cp_vectors.groups() + cp_vectors.apply_groups())

@@ -201,6 +201,7 @@ PARAMS_SCHEMA = {
 PROTOCOLS = {
     "rope.module": module_vectors.PROTOCOL,  # stateful modules: reference/rope/module_vectors.py
     "rope.cp_positions": cp_vectors.PROTOCOL,  # context-parallel gather: reference/rope/cp_vectors.py
+    "rope.cp_apply": cp_vectors.APPLY_PROTOCOL,  # the rank's tokens rotated: reference/rope/cp_vectors.py
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
         ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
