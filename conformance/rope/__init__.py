@@ -2,7 +2,9 @@
 
 Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py),
 ``rope.frequencies`` (frequencies.py), ``rope.apply_qk`` (apply_qk.py: q and k in one call),
-``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains).
+``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains),
+``rope.cp_positions`` (cp_positions.py: the tokens a context-parallel rank holds of a packed batch),
+``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions).
 ``spec`` is a :class:`RopeSpec` (spec.py). The mutants that name a fault are in diagnosis.py, the
 black-box identity checks in blackbox.py, the backward in backward.py. What the rotary families
 share lives in conformance/core: the rotation budgets (rotation_budgets.py, derived in
@@ -16,7 +18,7 @@ from conformance.rope.spec import RopeSpec
 
 FAMILY = Family(
     name="rope",
-    protocols=("apply", "cache", "frequencies", "apply_qk", "module"),
+    protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply"),
     codes={
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
@@ -51,6 +53,19 @@ FAMILY = Family(
                        "base after a long prompt, or a cache keyed on the length alone",
         "longrope-switch": "rope.module: LongRoPE's short and long factors switched at the wrong length "
                            "(long only once the length, largest position + 1, exceeds the original)",
+        "cp-sequence-offset": "context parallelism (rope.cp_positions): pack indices without the sequence's "
+                              "offset cu_seqlens[j], so later sequences read sequence 0's rows (Megatron-LM PR "
+                              "#5243: [0, 3, 0, 3] for [0, 3, 4, 7])",
+        "cp-positions-global": "context parallelism (rope.cp_positions, rope.cp_apply): indices into the pack "
+                               "used where positions within the sequence were asked (the sequence's offset not "
+                               "subtracted)",
+        "cp-split-swapped": "context parallelism (rope.cp_positions, rope.cp_apply): the other split "
+                            "(contiguous for load-balanced, or the reverse)",
+        "cp-wrong-chunks": "context parallelism (rope.cp_positions, rope.cp_apply): the rank holds other chunks "
+                           "than its own (e.g. r and cp_size + r instead of r and 2 * cp_size - 1 - r)",
+        "cp-chunk-restart": "context parallelism (rope.cp_positions, rope.cp_apply): positions restart at 0 in "
+                            "each chunk (or count the rank's own tokens): the chunk's offset in its sequence is "
+                            "not added",
     },
     exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
 )

@@ -1,7 +1,7 @@
 """RoPE's catalog: which cases exist, their parameters and why (the comment and flags of each test).
 Groups per protocol: rope.apply (worked examples, model configurations, head sizes), rope.cache,
 rope.frequencies, the scaled configurations of each, rope.apply_qk, then rope.module's
-(module_vectors.py). ``groups()`` lists them in that fixed order.
+(module_vectors.py) and rope.cp_positions's (cp_vectors.py). ``groups()`` lists them in that fixed order.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec
-from reference.rope import module_vectors
+from reference.rope import cp_vectors, module_vectors
 
 from .models import HEAD_DIMS, MODELS, SCALED_MODELS, UNCOMMON_HEAD_DIMS, model_flags, scaling_flags
 from .records import LAYOUT_FLAG, QkTest, RopeTest, rope_params
@@ -361,4 +361,4 @@ def groups() -> list[GroupSpec]:
     """Every RoPE group, in a fixed order: rope.apply, rope.cache, rope.frequencies, then the
     scaled groups of each, then rope.apply_qk."""
     return (_apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups() + _qk_groups()
-            + module_vectors.groups())
+            + module_vectors.groups() + cp_vectors.groups() + cp_vectors.apply_groups())

@@ -1,11 +1,11 @@
 """RoPE's vector flags: ``NOTES`` explains each flag a RoPE case carries (Wycheproof style: bugType,
 description, links), with the sources the links point to. rope.module's flags come from
-module_vectors.py.
+module_vectors.py, rope.cp_positions's from cp_vectors.py.
 """
 
 from __future__ import annotations
 
-from reference.rope import module_vectors
+from reference.rope import cp_vectors, module_vectors
 
 
 ROFORMER = "https://arxiv.org/abs/2104.09864"
@@ -224,4 +224,5 @@ NOTES: dict[str, dict] = {
         "links": [ROFORMER, HF_ROPE_UTILS],
     },
     **module_vectors.NOTES,  # rope.module's flags
+    **cp_vectors.NOTES,  # rope.cp_positions's flags
 }

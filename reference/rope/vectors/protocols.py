@@ -1,7 +1,7 @@
 """RoPE's vector protocols (reference.golden.catalog.VectorProtocol): for rope.apply, rope.apply_qk,
 rope.cache and rope.frequencies, the arrays and parameter schema, how inputs are built, expected
 values computed (golden mode of reference.rope) and certified (reference.rope.oracle); rope.module's
-protocol is module_vectors.py's.
+protocol is module_vectors.py's, rope.cp_positions's cp_vectors.py's.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from reference import rope
 from reference.golden.catalog import VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.rope import module_vectors, oracle
+from reference.rope import cp_vectors, module_vectors, oracle
 
 from .fresh import _fresh_rotations, fresh_apply, fresh_apply_qk, fresh_frequencies
 from .records import QkTest, RopeTest
@@ -200,6 +200,8 @@ PARAMS_SCHEMA = {
 
 PROTOCOLS = {
     "rope.module": module_vectors.PROTOCOL,  # stateful modules: reference/rope/module_vectors.py
+    "rope.cp_positions": cp_vectors.PROTOCOL,  # context-parallel gather: reference/rope/cp_vectors.py
+    "rope.cp_apply": cp_vectors.APPLY_PROTOCOL,  # the rank's tokens rotated: reference/rope/cp_vectors.py
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
         ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
