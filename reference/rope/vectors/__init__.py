@@ -22,7 +22,9 @@ Protocols and arrays (r = rotary_dim):
                         (pair i turns by positions * theta_i, whatever the layout);
 - ``rope.frequencies``  ``inv_freq`` [r/2] and ``attention_factor`` (0-d);
 - ``rope.apply_qk``     ``q`` [b, s, h, head_dim], ``k`` [b, s, kv_heads, head_dim], ``positions``
-                        int64 [b, s], ``q_expected`` and ``k_expected`` like q and k.
+                        int64 [b, s], ``q_expected`` and ``k_expected`` like q and k;
+- ``rope.cp_positions`` and ``rope.cp_apply``: a context-parallel rank's tokens of a packed batch
+                        (reference/rope/cp_vectors.py).
 """
 
 from reference.golden.shapes import DECODE_BATCHES, TAIL_LENGTHS, TILE_LENGTHS
