@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from reference.golden.catalog import TestGroupSpec
 from reference.sinusoidal.vectors import LONG, SinusoidalTest, _flags
+from reference.zoo.vectors import seedless
 
 
 def groups(setting, draw, protocol: str = "sinusoidal.table") -> list:
@@ -23,7 +24,7 @@ def groups(setting, draw, protocol: str = "sinusoidal.table") -> list:
     top = setting.max_position or 2**16
     drawn = tuple(sorted(draw.integers(16, top, 8)))
     tests = [
-        SinusoidalTest("prefill-16", "Positions 0..15.", flags + ("Prefill",), tuple(range(16))),
+        SinusoidalTest("prefill-16", "Positions 0..15: the first rows, position 0 all sin 0 and cos 1.", flags + ("Prefill",), tuple(range(16))),
         SinusoidalTest("drawn", f"Eight positions drawn from [16, {top}] (new with the seed): {list(drawn)}.", flags,
                        drawn),
     ]
@@ -34,3 +35,7 @@ def groups(setting, draw, protocol: str = "sinusoidal.table") -> list:
         tests.append(SinusoidalTest("long", f"Positions {', '.join(map(str, LONG))}: long contexts.",
                                     flags + ("LongPositions",), LONG))
     return [TestGroupSpec(setting.params, tuple(tests))]
+
+
+# The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn one.
+committed = seedless(groups)

@@ -99,6 +99,12 @@ NOTES: dict[str, dict] = {
         "np.meshgrid(grid_w, grid_h)).",
         "links": [MAE],
     },
+    "ModelConfig": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A released model's table (the zoo's record: reference/zoo/models/): its width, "
+        "layout, exponent and base, up to the largest position it feeds.",
+        "links": [TXL],
+    },
 }
 
 
