@@ -29,6 +29,12 @@ ROFORMER = "https://arxiv.org/abs/2104.09864"  # the rotation; the kernel is see
 DOCUMENT_KERNEL = {"a1": 0.7, "a2": 0.3, "s1": 5.0, "s2": 20.0}
 
 NOTES = {
+    "ModelConfig": {
+        "bugType": "FUNCTIONALITY",
+        "description": "A configuration from the zoo (reference/zoo/models/): its head size, kernel, base "
+        "and sequence length, so an implementation of that configuration is graded on its own.",
+        "links": [ROFORMER],
+    },
     "DocumentExample": {
         "bugType": "BASIC",
         "description": "The seed document's example: dim 64, base 10000, K with a1 = 0.7, a2 = 0.3, "
