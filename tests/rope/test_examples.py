@@ -270,8 +270,10 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
                 "backward_transposed.py", "backward_layout.py",
                 "backward_missing.py", "backward_scale.py", "autocast_bf16_angles.py"}
     # The context-parallel gather's bugs are graded in tests/rope/test_cp_positions.py.
-    covered |= {"cp_apply_chunk_restart.py", "cp_chunk_restart.py", "cp_positions_global.py", "cp_sequence_offset.py", "cp_split_swapped.py",
-                "cp_wrong_chunks.py"}
+    covered |= {"cp_apply_chunk_restart.py", "cp_chunk_restart.py", "cp_positions_global.py", "cp_sequence_offset.py",
+                "cp_split_swapped.py", "cp_wrong_chunks.py"}
+    # The compile-only fault is graded under --compile in tests/core/test_compile.py.
+    covered |= {"compile_fault.py"}
     assert set(files) == covered
     for name in files:
         module = load("buggy/" + name)
