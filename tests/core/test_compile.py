@@ -238,6 +238,7 @@ def test_grad_runs_the_backward_through_the_compiled_graph():
     assert c.grad["verdict"] == "pass" and eager[key].grad["verdict"] == "pass"
 
 
+@pytest.mark.slow  # 7 s: a child process compiling for itself
 def test_isolated_compiled_half():
     report = run_conformance(BUGGY, "rope.apply", cases=ONE, **QUICK, compile=True, compile_backend="eager",
                              isolate=True, timeout=120.0)

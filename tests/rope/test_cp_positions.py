@@ -181,6 +181,7 @@ def test_garbage_fails_and_is_not_misnamed():
 # rope.cp_apply: the rank's tokens rotated at those positions
 
 
+@pytest.mark.slow  # 27 s: the certification at generation checks the same values
 def test_cp_apply_vectors_rotate_each_token_by_its_position_in_its_sequence():
     from reference import rope
 

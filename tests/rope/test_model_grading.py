@@ -162,6 +162,7 @@ def test_ids_stay_and_values_change_with_the_seed():
     assert all(np.array_equal(a.arrays["expected"], b.arrays["expected"]) for a, b in zip(one, again))
 
 
+@pytest.mark.slow  # 20 s; tests/rope/test_model_vectors.py recomputes a committed case in the default selection
 def test_the_zoo_record_reproduces_the_certified_vectors_of_the_same_model():
     """The record's parameters, on the committed case's inputs, give its certified outputs."""
     (setting,) = __import__("reference.rope.model_config", fromlist=["settings"]).settings(
