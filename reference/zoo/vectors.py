@@ -18,6 +18,7 @@ a silent choice.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from reference import families, zoo
@@ -26,12 +27,15 @@ from reference.golden.fresh import Draw
 from reference.zoo.cases import group_name
 
 
-def groups(family: str) -> list:
-    """[GroupSpec] of the committed cases of every zoo model ``family`` reads, by model name."""
+@functools.lru_cache(maxsize=None)
+def groups(family: str) -> tuple:
+    """(GroupSpec, ...) of the committed cases of every zoo model ``family`` reads, by model name.
+    Cached: the records are package data, and the catalog (every ``all_groups``) and each
+    ``--model`` run ask for them."""
     reader = families.part(family, "model_config")
     maker = families.part(family, "model_cases")
     if reader is None or not hasattr(maker, "committed"):
-        return []
+        return ()
     out = []
     for name in zoo.names():
         record = zoo.load(name)
@@ -48,7 +52,7 @@ def groups(family: str) -> list:
                     out.append(GroupSpec(protocol, group, f"The zoo's {name} "
                                          + (f"({setting.kind} layers) " if setting.kind != "all" else "")
                                          + f"at its recorded configuration ({source}).", test_groups))
-    return out
+    return tuple(out)
 
 
 def seedless(groups_of, drawn=("drawn",)):
