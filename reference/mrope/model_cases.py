@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from reference.golden.catalog import TestGroupSpec
 from reference.mrope.vectors import IndexTest, MropeTest, image_block
+from reference.zoo.vectors import seedless, two_heads
 
 MIN_SIDE, MAX_SIDE = 2, 36  # drawn image sides in tokens (56 to 1008 px at patch 14 and merge 2)
 LARGEST = 128  # tokens a side of the largest image: max_pixels 12845056 = (128 x 28)^2 px
@@ -150,3 +151,14 @@ def _apply_tests(setting, draw) -> list:
                    ((drawn[0],), (mixed[2],), (L - 1,))), heads),
     ]
     return tests
+
+
+_undrawn = seedless(groups, drawn=("text-drawn", "image-drawn", "image-corner", "video", "batched-decode"))
+
+
+def committed(setting, protocol: str) -> list:
+    """The committed, certified cases of a zoo model (reference.zoo.vectors): mrope.apply's tests
+    that no seed draws (prefill-8 at the model's heads, the powers of two, the image block ending
+    at L - 1, the last position), at two heads (every head turns alike; the drawn cases run the
+    model's count). None for mrope.positions: every prompt there is drawn."""
+    return [] if protocol == "mrope.positions" else two_heads(_undrawn(setting, protocol))

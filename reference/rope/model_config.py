@@ -68,6 +68,8 @@ def settings(config: dict) -> list | None:
     if isinstance(config.get("text_config"), dict):  # a multimodal config: its language model
         config = {"model_type": config.get("model_type"), **config["text_config"]}
     model_type = config.get("model_type")
+    if model_type == "chatglm":
+        return [_chatglm(config)]
     if model_type == "nomic_bert":
         layout = _nomic_layout(config)
     elif model_type in LAYOUTS:
@@ -94,6 +96,39 @@ def settings(config: dict) -> list | None:
                   "scaling": scaling}
         out.append(Setting(kind, params, heads, kv_heads, max_positions, tuple(notes)))
     return out
+
+
+def _chatglm(config: dict) -> Setting:
+    """THUDM's ChatGLM format (GLM-4's original release, ``trust_remote_code``), read as its
+    modeling_chatglm.py reads it: head_dim ``kv_channels`` (else hidden_size / heads); RoPE on the
+    first half of each head (``RotaryEmbedding(kv_channels // 2)``), pairs interleaved (its
+    ``apply_rotary_pos_emb`` views the rotary part as [..., rotary_dim / 2, 2]); base 10000 times
+    ``rope_ratio`` (1 when absent: ChatGLM2's code default); the context ``seq_length``.
+    transformers' convert_glm_weights_to_hf.py writes the same product as ``rope_theta``."""
+    if config.get("original_rope", True) is not True:
+        raise ConfigError(f"original_rope: {config['original_rope']!r}: posref reads ChatGLM's original_rope true only")
+    for name in ("rope_scaling", "rope_theta", "partial_rotary_factor"):
+        if config.get(name) is not None:  # not fields of this format: a config mixing the two is ambiguous
+            raise ConfigError(f"{name}: not a field of the ChatGLM format (model_type chatglm); "
+                              "use model_type glm for transformers' form")
+    notes = []
+    heads = fields.integer(config, ("num_attention_heads",))
+    if config.get("kv_channels") is not None:
+        head_dim = fields.integer(config, ("kv_channels",))
+    else:
+        head_dim = fields.head_dim(config, heads)
+    if head_dim % 4:
+        raise ConfigError(f"kv_channels: {head_dim}: ChatGLM rotates half of each head in pairs (a multiple of 4)")
+    ratio = 1.0
+    if config.get("rope_ratio") is None:
+        notes.append("rope_ratio 1: modeling_chatglm.py's default (the config has none)")
+    else:
+        ratio = fields.positive_number(config["rope_ratio"], "rope_ratio")
+    params = {"head_dim": head_dim, "rotary_dim": head_dim // 2, "base": 10000.0 * ratio, "layout": "interleaved",
+              "scaling": None}
+    notes.append(f"base {10000.0 * ratio:g}: 10000 x rope_ratio {ratio:g} (ChatGLM's RotaryEmbedding)")
+    return Setting("all", params, heads, fields.kv_heads(config, heads), fields.integer(config, ("seq_length",)),
+                   tuple(notes))
 
 
 def _rotary_dim(config: dict, head_dim: int) -> int:
@@ -169,8 +204,10 @@ def _scaling(scaling, config: dict, max_positions: int, kind: str, notes: list):
     if not isinstance(scaling, dict):
         raise ConfigError(f"rope_scaling: an object, got {scaling!r}")
     scaling = dict(scaling)
-    if "type" in scaling and "rope_type" not in scaling:
-        scaling["rope_type"] = scaling.pop("type")
+    if "type" in scaling:  # transformers 4's spelling, kept beside rope_type by some configs
+        spelled = scaling.pop("type")
+        if scaling.setdefault("rope_type", spelled) != spelled:
+            raise ConfigError(f"rope_scaling: type {spelled!r} and rope_type {scaling['rope_type']!r} disagree")
     rope_type = scaling.get("rope_type", "default")
     if rope_type == "default":
         return None
@@ -183,6 +220,13 @@ def _scaling(scaling, config: dict, max_positions: int, kind: str, notes: list):
             else "max_position_embeddings"
         notes.append(f"{kind}: rope_scaling.original_max_position_embeddings {original} from the config's {source}, "
                      "as transformers reads it")
+    if "llama_4_scaling_beta" in scaling:
+        # Ministral 3 (transformers' modeling_ministral3.py) multiplies the queries by
+        # 1 + beta ln(1 + floor(p / original)) after apply_rotary_pos_emb: an attention-side scale,
+        # not part of the rotation rope.apply and rope.apply_qk grade.
+        beta = scaling.pop("llama_4_scaling_beta")
+        notes.append(f"{kind}: rope_parameters.llama_4_scaling_beta {beta!r} scales the queries after RoPE "
+                     "(1 + beta ln(1 + floor(p / original_max_position_embeddings))): not graded here")
     if rope_type == "longrope" and "max_position_embeddings" not in scaling:
         scaling["max_position_embeddings"] = max_positions
     try:

@@ -31,6 +31,7 @@ import math
 
 from reference.golden.catalog import TestGroupSpec
 from reference.rope2d.vectors import GridTest
+from reference.zoo.vectors import seedless, two_heads
 
 LARGEST_TOKENS = 128  # language-model tokens a side of the largest Qwen-VL image (max_pixels (128 x 28)^2)
 VIT_RESOLUTIONS = (288, 320, 384, 448, 512)  # RoPE-ViT's multi-resolution evaluation sizes
@@ -113,3 +114,14 @@ def _vit_tests(setting, draw) -> list:
               f"the training grid): {far}.", far, heads, ("RopeVit",), 1),
         _grid("drawn", f"A CLS token and drawn patches of the training grid: {drawn}.", drawn, heads, ("RopeVit",), 1),
     ]
+
+
+_undrawn = seedless(groups, drawn=("image-drawn", "resolution-drawn", "drawn"))
+
+
+def committed(setting, protocol: str = "rope2d.apply") -> list:
+    """The committed, certified cases of a zoo model (reference.zoo.vectors): the tests no seed
+    draws, at two heads (every head turns alike; the drawn cases run the model's count). None for
+    RoPE-Mixed: its per-head frequencies are drawn (they are the model's learned
+    parameters, which a record does not hold)."""
+    return [] if setting.mixed else two_heads(_undrawn(setting, protocol))

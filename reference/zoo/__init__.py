@@ -124,6 +124,7 @@ def derived(record: dict) -> dict:
     - rotary_dim (RoPE families): qk_rope_head_dim (MLA) | rotary_dim | head_dim x
       (partial_rotary_factor, in the config or its rope parameters | rotary_pct |
       rotary_emb_fraction), else head_dim;
+    - ChatGLM's format (model_type chatglm): theta 10000 x rope_ratio, rotary_dim head_dim / 2;
     - theta: rope_theta (top level or in rope_parameters) | rotary_emb_base | max_timescale;
       local_theta: rope_local_base_freq (Gemma 3's sliding layers);
     - scaling: rope_type | type of rope_scaling / rope_parameters unless "default" (Qwen2-VL's
@@ -151,6 +152,9 @@ def derived(record: dict) -> dict:
         fraction = rp.get("partial_rotary_factor")
     if rotary is None and head_dim is not None:
         rotary = int(round(head_dim * fraction)) if fraction is not None else head_dim
+    theta = _first(cfg, "rope_theta", "rotary_emb_base", "max_timescale") or rp.get("rope_theta")
+    if cfg.get("model_type") == "chatglm" and head_dim is not None:
+        theta, rotary = 10000.0 * cfg.get("rope_ratio", 1), head_dim // 2
     rope_type = rp.get("rope_type", rp.get("type"))
     scaling = rope_type if rope_type not in (None, "default", "mrope") else None
     attn = cfg.get("attn_config") if isinstance(cfg.get("attn_config"), dict) else {}
@@ -161,7 +165,7 @@ def derived(record: dict) -> dict:
         "hidden": hidden,
         "head_dim": head_dim,
         "rotary_dim": rotary,
-        "theta": _first(cfg, "rope_theta", "rotary_emb_base", "max_timescale") or rp.get("rope_theta"),
+        "theta": theta,
         "local_theta": cfg.get("rope_local_base_freq"),
         "scaling": scaling,
         "factor": rp.get("factor") if scaling else None,

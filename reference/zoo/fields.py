@@ -80,15 +80,18 @@ def positive_number(value, name: str) -> float:
 
 def kv_heads(config: dict, heads: int) -> int:
     """The key/value head count of a language model with ``heads`` query heads, as transformers'
-    attention modules read it: 1 for ``multi_query`` / ``multi_query_attention`` true (Falcon's
-    config, and ChatGLM's spelling of it), else ``num_key_value_heads`` (or Falcon's
+    attention modules read it: ChatGLM's ``multi_query_group_num`` when its
+    ``multi_query_attention`` is true (THUDM's modeling_chatglm.py: grouped-query attention with
+    that many groups), 1 for Falcon's ``multi_query`` true, else ``num_key_value_heads`` (or Falcon's
     ``num_kv_heads``), ``heads`` when absent (multi-head attention: LlamaConfig's default). It
     must divide ``heads`` (grouped-query attention repeats each kv head heads / kv times)."""
-    if config.get("multi_query") is True or config.get("multi_query_attention") is True:
+    if config.get("multi_query") is True:
         return 1
-    kv = integer(config, ("num_key_value_heads", "num_kv_heads"), default=heads)
+    names = ("multi_query_group_num",) if config.get("multi_query_attention") is True \
+        else ("num_key_value_heads", "num_kv_heads")
+    kv = integer(config, names, default=None if names[0] == "multi_query_group_num" else heads)
     if heads % kv:
-        raise ConfigError(f"num_key_value_heads: {kv} does not divide num_attention_heads {heads}")
+        raise ConfigError(f"{names[0]}: {kv} does not divide num_attention_heads {heads}")
     return kv
 
 

@@ -70,6 +70,12 @@ def seedless(groups_of, drawn=("drawn",)):
     return committed
 
 
+def two_heads(test_groups: list) -> list:
+    """``test_groups`` with every test's ``heads`` at most 2: a committed case keeps the model's
+    positions and parameters, and its size stays small (every head turns alike)."""
+    return [replace(tg, tests=tuple(replace(t, heads=min(t.heads, 2)) for t in tg.tests)) for tg in test_groups]
+
+
 def merge(catalog: list, committed: list) -> list:
     """``catalog`` then the ``committed`` groups; a committed group whose key the catalog has is
     folded into it (the tests the catalog group lacks), ValueError when the parameters differ."""

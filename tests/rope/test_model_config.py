@@ -97,7 +97,8 @@ def test_rope_parameters_per_layer_type():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda c: c["rope_scaling"].update(llama_4_scaling_beta=0.1), "does not take llama_4_scaling_beta"),
+    (lambda c: c["rope_scaling"].update(beta_fast=32.0), "does not take beta_fast"),
+    (lambda c: c["rope_scaling"].update(type="yarn"), "type 'yarn' and rope_type 'llama3' disagree"),
     (lambda c: c["rope_scaling"].update(rope_type="su"), "rope_scaling: "),
     (lambda c: c.pop("rope_theta"), "needs rope_theta"),
     (lambda c: c.update(partial_rotary_factor=0.2), "partial_rotary_factor: 0.2 of head_dim 128 gives rotary_dim 25"),
@@ -110,22 +111,45 @@ def test_a_field_posref_cannot_read_is_one_error_naming_it(edit, message):
     assert_config_error(config, message)
 
 
-def test_the_zoos_rope_records_read_or_name_what_they_lack():
-    """Every RoPE record of the zoo is read, except those whose config has a field posref does
-    not implement: those fail naming it."""
-    unreadable = {"ministral-3-3b": "llama_4_scaling_beta"}
+def test_the_zoos_rope_records_all_read():
     for name in zoo.names():
         record = zoo.load(name)
-        if record["family"][0] != "rope" or record["config"].get("model_type") == "chatglm":
-            continue
-        if name in unreadable:
-            with pytest.raises(ConfigError, match=unreadable[name]):
-                plan(record["config"])
-            continue
-        assert list(plan(record["config"])) == ["rope.apply", "rope.apply_qk"], name
+        if record["family"][0] == "rope":
+            assert list(plan(record["config"])) == ["rope.apply", "rope.apply_qk"], name
+
+
+def test_chatglm_format_reads_as_its_modeling_code():
+    """THUDM's GLM-4 config: base 10000 x rope_ratio, RoPE on half of kv_channels, interleaved pairs,
+    multi_query_group_num kv heads, the context seq_length."""
+    (setting,) = model_config.settings(zoo.load("glm-4-9b-chat")["config"])
+    assert setting.params == {"head_dim": 128, "rotary_dim": 64, "base": 5e6, "layout": "interleaved", "scaling": None}
+    assert (setting.heads, setting.kv_heads, setting.max_positions) == (32, 2, 131072)
+    assert any("rope_ratio 500" in note for note in setting.notes)
+    # The transformers-native record of the same model, read as written (its rope_theta is 10000).
+    (hf,) = model_config.settings(zoo.load("glm-4-9b-chat-hf")["config"])
+    assert {**hf.params, "base": 5e6} == setting.params and hf.params["base"] == 1e4
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(original_rope=False), "original_rope: False"),
+    (lambda c: c.update(rope_theta=1e4), "rope_theta: not a field of the ChatGLM format"),
+    (lambda c: c.update(multi_query_group_num=3), "multi_query_group_num: 3 does not divide"),
+    (lambda c: c.pop("seq_length"), "needs seq_length"),
+    (lambda c: c.update(rope_ratio=-1), "rope_ratio: a positive number"),
+])
+def test_chatglm_fields_posref_cannot_read_are_named(edit, message):
+    config = copy.deepcopy(zoo.load("glm-4-9b-chat")["config"])
+    edit(config)
+    assert_config_error(config, message)
+
+
+def test_ministral_query_scale_is_named_not_graded():
+    (setting,) = model_config.settings(zoo.load("ministral-3-3b")["config"])
+    assert setting.params["scaling"]["rope_type"] == "yarn" and "llama_4_scaling_beta" not in setting.params["scaling"]
+    assert any("llama_4_scaling_beta 0.1 scales the queries after RoPE" in note for note in setting.notes)
 
 
 def test_a_model_no_family_reads_is_named():
-    with pytest.raises(ConfigError, match="model_type 'chatglm': no posref family reads"):
-        plan(zoo.load("glm-4-9b-chat")["config"])
+    with pytest.raises(ConfigError, match="model_type 'rwkv': no posref family reads"):
+        plan({"model_type": "rwkv", "hidden_size": 2048, "num_hidden_layers": 24})
     assert model_config.settings(zoo.load("bloom-176b")["config"]) is None  # ALiBi: another family's

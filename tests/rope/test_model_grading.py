@@ -112,6 +112,27 @@ def test_the_correct_twin_passes_at_its_model(target, model):
     assert not any(c.verdict == "skip" for c in report.cases)
 
 
+GLM_HF_PORT = f"""
+import dataclasses, importlib.util
+_spec = importlib.util.spec_from_file_location("gptj_port", {str(ROOT / "examples/rope/gptj_rotate_every_two.py")!r})
+_gptj = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gptj)
+
+def apply(x, positions, spec):
+    # glm-4-9b-chat-hf's rope_theta, run at the original ChatGLM record
+    return _gptj.apply(x, positions, dataclasses.replace(spec, base=10000.0))
+"""
+
+
+def test_glm_records_disagree_on_the_base(tmp_path):
+    """The original ChatGLM record (base 10000 x rope_ratio 500) passes an interleaved partial port;
+    the -hf record's base 10000 run there fails wrong-base."""
+    assert _grade(GPTJ, "glm-4-9b-chat").summary()["overall"] == "pass"
+    (tmp_path / "port.py").write_text(GLM_HF_PORT)
+    report = _grade(f"{tmp_path / 'port.py'}:apply", "glm-4-9b-chat")
+    assert report.summary()["overall"] == "fail" and _codes(report) == {"wrong-base"}
+
+
 def test_a_dropped_scaling_fails_only_where_the_model_scales(tmp_path):
     (tmp_path / "port.py").write_text(SCALING_DROPPED)
     target = f"{tmp_path / 'port.py'}:apply"
@@ -210,8 +231,6 @@ def test_the_report_names_the_model_and_the_repro_repeats_the_case(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--model", "llama-3.1-8B"], "no model 'llama-3.1-8B' in the zoo (did you mean 'llama-3.1-8b'?)"),
     (["--model", "bloom-176b"], "--model bloom-176b: the model's configuration implies alibi.slopes, alibi.bias, not rope.apply"),
-    (["--model", "glm-4-9b-chat"], "--model glm-4-9b-chat: model_type 'chatglm': no posref family reads"),
-    (["--model", "ministral-3-3b"], "does not take llama_4_scaling_beta"),
     (["--model", "gpt-j-6b", "--layout", "half"], "--layout half: gpt-j-6b pairs interleaved"),
     (["--model", "llama-3.1-8b", "--model-config", "x.json"], "give one of them"),
     (["--model-config", "/nonexistent/config.json"], "cannot read /nonexistent/config.json"),
