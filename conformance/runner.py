@@ -802,7 +802,7 @@ def run(
     if hasattr(progress, "planned"):  # the supervised command (conformance.supervise): what is to come
         plan_dtypes = (None,) if proto.dtype_free else opts.dtypes
         halves = (False, True) if compiled is not None else (False,)
-        progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target, h))
+        progress.planned(report, [(c.id, d or opts.dtypes[0], repro_snippet(c.id, d or opts.dtypes[0], opts, target, h), h)
                                   for c in cases for d in plan_dtypes for h in halves])
     # For the whole run a real Ctrl-C raises RealInterrupt, so that it stops the run while a
     # KeyboardInterrupt (or SystemExit) raised by what the adapter returned is a verdict.

@@ -107,7 +107,7 @@ class Progress:
         return getattr(self.inner, name)
 
     def planned(self, report, plan) -> None:
-        """plan: [(case id, dtype, repro)] in the order the runner grades them."""
+        """plan: [(case id, dtype, repro, compiled)] in the order the runner grades them."""
         self.report = report
         self._header()
         emit({"ev": "plan", "cases": [list(p) for p in plan]})
@@ -412,8 +412,8 @@ def _partial_report(watch: _Watch, what: str, reason: str):
         report.notes.append("the protocol's probe did not return")
         todo = plan
     elif done < len(plan):
-        case_id, dtype, repro = (list(plan[done]) + ["", "", ""])[:3]
-        report.cases.append(CaseResult(id=str(case_id), dtype=str(dtype), verdict="error",
+        case_id, dtype, repro, compiled = _planned(plan[done])
+        report.cases.append(CaseResult(id=str(case_id), dtype=str(dtype), verdict="error", compiled=compiled,
                                        diagnoses=[Diagnosis("timeout", hung)], repro=str(repro)))
         todo = plan[done + 1:]
     else:  # every case was graded: the black-box identities
@@ -422,8 +422,8 @@ def _partial_report(watch: _Watch, what: str, reason: str):
         report.identities.append(IdentityResult(id="blackbox", dtype=str(dtype), verdict="error",
                                                 message=f"black-box checks did not end: {hung}",
                                                 diagnoses=[Diagnosis("timeout", hung)]))
-    for case_id, dtype, repro in ((list(p) + ["", "", ""])[:3] for p in todo):
-        report.cases.append(CaseResult(id=str(case_id), dtype=str(dtype), verdict="error",
+    for case_id, dtype, repro, compiled in map(_planned, todo):
+        report.cases.append(CaseResult(id=str(case_id), dtype=str(dtype), verdict="error", compiled=compiled,
                                        diagnoses=[Diagnosis("timeout", rest)], repro=str(repro)))
     report.notes.append(reason)
     baseline = watch.start.get("expected_failures") if watch.start else None
@@ -432,6 +432,12 @@ def _partial_report(watch: _Watch, what: str, reason: str):
 
         baselines.apply(report, baselines.load(baseline))
     return report
+
+
+def _planned(entry) -> tuple:
+    """(case id, dtype, repro, compiled) of one planned case, as ``planned`` sent it."""
+    case_id, dtype, repro, compiled = (list(entry) + ["", "", "", False])[:4]
+    return str(case_id), str(dtype), str(repro), compiled is True
 
 
 def _print_and_write(report, start: dict) -> None:

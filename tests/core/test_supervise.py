@@ -370,28 +370,29 @@ def test_the_partial_report_names_where_the_run_hung(phase):
 
     header = Report(suite_version="0.5.0", vectors_digest="d", protocol="rope.apply", target="t.py:f",
                     environment={}, profile="standard").to_json()
-    plan = [[f"rope.apply/g/c{i}", "float32", f"posref conform ... c{i}"] for i in range(3)]
+    # under --compile each case is planned twice, its compiled half flagged
+    plan = [[f"rope.apply/g/c{i // 2}", "float32", f"posref conform ... c{i // 2}", bool(i % 2)] for i in range(4)]
     events = [{"ev": "start", "timeout": 1.0, "max_time": 600.0}, {"ev": "guard"},
               {"ev": "header", "report": header}, {"ev": "plan", "cases": plan}]
     if phase != "probe":
         events.append({"ev": "started"})
-        done = 1 if phase == "cases" else 3
-        events += [{"ev": "case", "result": CaseResult(id=p[0], dtype="float32", verdict="pass").to_json()}
+        done = 1 if phase == "cases" else 4
+        events += [{"ev": "case", "result": CaseResult(id=p[0], dtype="float32", verdict="pass", compiled=p[3]).to_json()}
                    for p in plan[:done]]
     events.append({"ev": "call", "limit": 1.0})
     watch = _Watch()
     watch.feed(b"".join(json.dumps(e).encode() + b"\n" for e in events) + b'{"ev": "par')  # a cut line
     report = _partial_report(watch, "call", HUNG_IN_PROCESS)
     verdicts = [(c.verdict, c.diagnoses[0].message[:7] if c.diagnoses else "") for c in report.cases]
-    assert [c.id for c in report.cases] == [p[0] for p in plan]
+    assert [(c.id, c.compiled) for c in report.cases] == [(p[0], p[3]) for p in plan]
     assert HUNG_IN_PROCESS in report.notes
     if phase == "probe":
-        assert verdicts == [("error", "not run")] * 3 and "probe" in report.notes[0]
+        assert verdicts == [("error", "not run")] * 4 and "probe" in report.notes[0]
     elif phase == "cases":
-        assert verdicts == [("pass", ""), ("error", "the cal"), ("error", "not run")]
+        assert verdicts == [("pass", ""), ("error", "the cal"), ("error", "not run"), ("error", "not run")]
         assert "held the interpreter" in report.cases[1].diagnoses[0].message
         assert report.cases[1].repro == plan[1][2]
     else:
-        assert verdicts == [("pass", "")] * 3
+        assert verdicts == [("pass", "")] * 4
         assert [(i.id, i.verdict) for i in report.identities] == [("blackbox", "error")]
     assert report.summary()["overall"] == "fail"
