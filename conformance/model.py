@@ -86,10 +86,21 @@ def cases(model: Model, protocol: str, seed: int) -> list:
 
     where = f"--model {model.name}" if "source" in model.described else f"--model-config {model.described['config']}"
     try:
-        by_protocol = model_cases(model.config, model.name, seed)
+        by_protocol = model_cases(model.config, model.name, seed, only=protocol)
     except ConfigError as exc:
         raise UsageError(f"{where}: {exc}") from None
     if protocol not in by_protocol:
         implied = ", ".join(by_protocol) or "no protocol posref grades at a model's configuration yet"
         raise UsageError(f"{where}: the model's configuration implies {implied}, not {protocol}")
     return by_protocol[protocol]
+
+
+def reading_notes(model: Model, protocol: str) -> list:
+    """What the families' readers said about the config for ``protocol``: a default taken, a field
+    read but not graded by it (each Setting's ``notes``), once each, in order."""
+    from reference.zoo.plan import plan
+
+    out = []
+    for setting in plan(model.config).get(protocol, ()):
+        out += [n for n in getattr(setting, "notes", ()) if n not in out]
+    return out

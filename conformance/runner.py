@@ -776,6 +776,8 @@ def run(
     if model is not None and golden_cases:
         report.notes.append(f"{len(golden_cases)} committed case(s) of the zoo's {model.name}: certified, "
                             "stored in the vectors, the same with every seed")
+    if model is not None:
+        report.notes += [f"{model.name}: {note}" for note in models.reading_notes(model, opts.protocol)]
     if drawn and model is not None:
         report.notes.append(f"{drawn} case(s) drawn for {model.name}'s configuration from seed {opts.seed} "
                             f"(--seed {opts.seed} draws them again); the black-box identities, which call the "

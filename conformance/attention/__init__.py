@@ -25,6 +25,8 @@ FAMILY = Family(
         "attention-causal-off-by-one": "the causal mask is shifted by one: a query sees the next token, or not itself",
         "attention-padding-ignored": "the padding mask is ignored: padded keys get attention weight",
         "attention-scale-missing": "the logits are not scaled by 1/sqrt(head_dim)",
+        "attention-scale-wrong": "the logits are scaled by 1/sqrt(head_dim) where the layer's logit scale is another "
+                                 "(T5's unscaled scores: SDPA's default scale kept)",
         "attention-factor-twice": "the RoPE attention factor (YaRN, LongRoPE) is applied twice: the logits carry "
                                   "its fourth power instead of its square",
         "attention-heads-permuted": "the q or k projection rows are permuted within heads (each head's rows in the "

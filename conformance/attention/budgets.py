@@ -44,7 +44,6 @@ is far below every term.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -115,7 +114,7 @@ def forward_bounds(st: dict, spec, positions: np.ndarray, dtype: str, profile: s
     q, keys, vals = st["qr"], st["keys"][:, :, heads], st["values"][:, :, heads]
     Ek, Ev = Ek[:, :, heads], Ev[:, :, heads]
     Mq, Mk, Mv = np.abs(q) + Eq, np.abs(keys) + Ek, np.abs(vals) + Ev
-    scale = 1.0 / math.sqrt(d)
+    scale = spec.scale
     qk = np.einsum("bihe,bjhe->bhij", np.abs(q), np.abs(keys))
     Ez = (np.einsum("bihe,bjhe->bhij", Eq, Mk) + np.einsum("bihe,bjhe->bhij", Mq, Ek)) * scale
     Ez += (gamma(d, a) + 4 * u) * qk * scale
@@ -226,7 +225,7 @@ def gradient_budget(st: dict, spec, positions, g, back: dict, grads: dict, dtype
     diff = np.where(vis, np.abs(dP - delta), 0.0)
     EdS = Mp * (EdP + Edelta) + Ep * diff + 3 * u * Mp * (diff + EdP + Edelta)
     EdS = np.where(vis, EdS, 0.0)
-    scale = 1.0 / math.sqrt(d)
+    scale = spec.scale
     EdZ = (EdS + 2 * u * (np.abs(back["dS"]) + EdS)) * scale
     AdZ = np.abs(back["dZ"])
     EdQ = (np.einsum("bhij,bjhe->bihe", EdZ, Mk) + np.einsum("bhij,bjhe->bihe", AdZ, Ek)

@@ -30,7 +30,8 @@ four budgets of a fault model that itself differs from the reference by more tha
 at least twice as close to the model as to the reference, gets its code: ``attention-encoding``
 (RoPE positions restarting from 0 or off by one, other layout, none; a bias with the opposite
 sign, KERPLE's other variant, T5's buckets of the other direction, no bias), ``attention-causal-off-by-one``,
-``attention-padding-ignored``, ``attention-scale-missing``, ``attention-factor-twice``,
+``attention-padding-ignored``, ``attention-scale-missing`` (``attention-scale-wrong`` where the layer
+has its own logit scale), ``attention-factor-twice``,
 ``attention-heads-permuted`` (q or k projection rows permuted within heads: the other pair
 layout's order, or a converter's per-head permutation with a wrong head count; query heads
 grouped onto kv head h % hkv).
@@ -163,7 +164,7 @@ class AttentionForward(Protocol):
             # and the output must be at least twice as close to it as to the reference
             return gap(model, st["reference"]) > 1.0 and gap(out, model) <= min(FIT_BUDGETS, ref_gap / 2)
 
-        candidates = [("attention-scale-missing", models.scale_models(st, spec)),
+        candidates = [models.scale_models(st, spec),
                       ("attention-factor-twice", models.factor_models(st, spec)),
                       ("attention-causal-off-by-one", models.causal_models(st, spec, mask)),
                       ("attention-padding-ignored", models.padding_models(st, spec, mask)),

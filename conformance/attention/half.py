@@ -56,7 +56,6 @@ Products of two roundings elsewhere are O(u^2) against the O(u) terms: within LA
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -141,7 +140,7 @@ def half_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: str)
     P = K - s
     grp = hq // hkv
     heads = np.arange(hq) // grp
-    cs = 1.0 / math.sqrt(d)
+    cs = spec.scale
     Wo = W["wo"].reshape(D, hq, d)
     rope = _Rope(spec) if spec.encoding == "rope" else None
     Eb = bias_logit_error(st, spec, positions, dtype, profile)

@@ -7,7 +7,6 @@ the graded rows) gets that model's code.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -29,7 +28,7 @@ def recompute(st, spec, *, qr=None, kr=None, vis=None, logit_mult=1.0, scale=Non
     keys = st["keys"] if kr is None else np.concatenate([st["keys"][:, :P], kr], axis=1)
     vis = st["vis"] if vis is None else vis
     heads = np.arange(hq) // (hq // hkv) if heads is None else heads
-    sc = 1.0 / math.sqrt(d) if scale is None else scale
+    sc = spec.scale if scale is None else scale
     z = logit_mult * np.einsum("bihe,bjhe->bhij", qr, keys[:, :, heads]) * sc + (st["bias"] if bias is None else bias)
     z = np.where(vis[:, None], z, -np.inf)
     top = np.max(z, axis=-1, keepdims=True)
@@ -92,7 +91,13 @@ def padding_models(st, spec, mask):
 
 
 def scale_models(st, spec):
-    return [("the logits are not divided by sqrt(head_dim)", recompute(st, spec, scale=1.0))]
+    """The scale fault of this spec: (code, [(description, output)]): 1/sqrt(d) left out, or, where
+    the layer has its own logit scale (T5: 1), 1/sqrt(d) applied instead (SDPA's default kept)."""
+    if spec.logit_scale is None:
+        return "attention-scale-missing", [("the logits are not divided by sqrt(head_dim)", recompute(st, spec, scale=1.0))]
+    return "attention-scale-wrong", [(f"the logits are scaled by 1/sqrt(head_dim) = {spec.head_dim ** -0.5:.6g}, not by "
+                                      f"the layer's {spec.scale:g} (SDPA's default scale kept)",
+                                      recompute(st, spec, scale=spec.head_dim ** -0.5))]
 
 
 def factor_models(st, spec):

@@ -29,7 +29,10 @@ class AttentionSpec:
                   entry rel_bias [num_buckets, num_heads], HF's relative_attention_bias.weight,
                   read at the bucket of p_j - p_i: T5's rule with num_buckets, max_distance,
                   bidirectional = not causal)
-    scale         the logit scale 1 / sqrt(head_dim) (given for convenience)
+    logit_scale   the factor on q . k, None for 1 / sqrt(head_dim) (every layer but T5's, whose
+                  scores are unscaled: 1.0; its scale is folded into the initialisation)
+    scale         the logit scale in use: logit_scale, or 1 / sqrt(head_dim) (given for convenience;
+                  pass it to SDPA as ``scale=``, whose default is 1 / sqrt(head_dim))
     attention_mask  None, or a bool tensor [batch, P + s] on the case's device: True where the
                   key is a real token (HF's attention_mask); rows of padded queries are not graded
     past_keys, past_values  None, or tensors [batch, hkv, P, d] in the dtype under test: the KV
@@ -52,13 +55,14 @@ class AttentionSpec:
     kerple_r2: tuple = ()
     num_buckets: int = 32
     max_distance: int = 128
+    logit_scale: Optional[float] = None
     attention_mask: Any = field(default=None, hash=False, compare=False, repr=False)
     past_keys: Any = field(default=None, hash=False, compare=False, repr=False)
     past_values: Any = field(default=None, hash=False, compare=False, repr=False)
 
     @property
     def scale(self) -> float:
-        return self.head_dim ** -0.5
+        return self.head_dim ** -0.5 if self.logit_scale is None else float(self.logit_scale)
 
     @property
     def past_len(self) -> int:
@@ -75,4 +79,5 @@ def spec_of(params) -> AttentionSpec:
         seq_len=int(params.get("seq_len") or 0), kerple_variant=str(params.get("kerple_variant", "log")),
         kerple_r1=tuple(float(v) for v in params.get("kerple_r1", ())),
         kerple_r2=tuple(float(v) for v in params.get("kerple_r2", ())),
-        num_buckets=int(params.get("num_buckets", 32)), max_distance=int(params.get("max_distance", 128)))
+        num_buckets=int(params.get("num_buckets", 32)), max_distance=int(params.get("max_distance", 128)),
+        logit_scale=None if params.get("logit_scale") is None else float(params["logit_scale"]))

@@ -18,7 +18,7 @@ WEIGHTS = ("wq", "wk", "wv", "wo")
 def reference_config(spec):
     return Config(spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.causal, spec.encoding, spec.base,
                   spec.rotary_dim, spec.layout, spec.scaling, spec.seq_len, spec.kerple_variant, spec.kerple_r1,
-                  spec.kerple_r2, spec.num_buckets, spec.max_distance)
+                  spec.kerple_r2, spec.num_buckets, spec.max_distance, spec.logit_scale)
 
 
 def bias_weights(spec) -> dict:

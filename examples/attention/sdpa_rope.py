@@ -189,6 +189,7 @@ def with_cache(k, v, spec):
 def output(q, k, v, mask, weights, spec, scale=None):
     b, hq, s, d = q.shape
     groups = hq // spec.num_kv_heads
+    scale = spec.scale if scale is None else scale  # T5's layer is unscaled: SDPA's default would be wrong
     out = F.scaled_dot_product_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), attn_mask=mask, scale=scale)
     return F.linear(out.transpose(1, 2).reshape(b, s, hq * d), weights["wo"])
 

@@ -154,7 +154,7 @@ def vjp_from_stages(st: dict, g: np.ndarray, config, *, logit_scale=None, rope_b
     dP = np.einsum("bihe,bjhe->bhij", dO, vals)
     delta = np.einsum("bihe,bihe->bhi", dO, o.reshape(b, s, hq, d))[..., None]
     dS = p * (dP - delta)
-    dZ = dS * (1.0 / math.sqrt(d) if logit_scale is None else logit_scale)
+    dZ = dS * (c.scale if logit_scale is None else logit_scale)
     dQ = np.einsum("bhij,bjhe->bihe", dZ, keys)
     dK = _group_sum(np.einsum("bhij,bihe->bjhe", dZ, st["qr"]), hkv)
     dK, dV = dK[:, P:], dV[:, P:]
@@ -257,7 +257,7 @@ def _kernel_vjp(g, hidden, weights, positions, config, attention_mask, past_keys
     kern = st["kernels"]
     b, s, D = X.shape
     hq, d = c.num_heads, c.head_dim
-    scale = 1.0 / math.sqrt(d)
+    scale = c.scale
     flat_g = cot.reshape(b * s, D)
     dO = kern.project(flat_g, W["wo"].T).reshape(b, s, hq, d)
     o, p, dS, dQ = kern.softmax_backward(st["qr"], st["keys"], st["values"], st["bias"], st["vis"], dO, scale,
@@ -326,7 +326,7 @@ def jvp_from_stages(st: dict, tangents: dict, config) -> np.ndarray:
     dkeys = np.concatenate([zeros, dk], axis=1)[:, :, heads]
     dvals = np.concatenate([zeros, dv], axis=1)[:, :, heads]
     keys, vals = st["keys"][:, :, heads], st["values"][:, :, heads]
-    dz = (np.einsum("bihe,bjhe->bhij", dq, keys) + np.einsum("bihe,bjhe->bhij", st["qr"], dkeys)) / math.sqrt(d)
+    dz = (np.einsum("bihe,bjhe->bhij", dq, keys) + np.einsum("bihe,bjhe->bhij", st["qr"], dkeys)) * c.scale
     dz = np.where(st["vis"][:, None], dz + _bias_tangent(st, tangents, c), 0.0)
     dp = p * (dz - np.sum(p * dz, axis=-1, keepdims=True))
     do = (np.einsum("bhij,bjhe->bihe", dp, vals) + np.einsum("bhij,bjhe->bihe", p, dvals)).reshape(b, s, hq * d)
@@ -389,7 +389,7 @@ def magnitudes(st: dict, g: np.ndarray, config) -> dict:
     mdP = np.einsum("bihe,bjhe->bhij", mdO, mvals)
     mdelta = np.einsum("bihe,bihe->bhi", mdO, mo)[..., None]
     mdS = p * (mdP + mdelta)
-    mdZ = mdS / math.sqrt(d)
+    mdZ = mdS * c.scale
     mdQ = np.einsum("bhij,bjhe->bihe", mdZ, mkeys)
     mdK = _group_sum(np.einsum("bhij,bihe->bjhe", mdZ, mq), hkv)[:, P:]
     mdV = mdV[:, P:]
@@ -565,7 +565,7 @@ def magnitude_logits(st: dict, config) -> np.ndarray:
     if c.encoding == "rope":
         mq, mk = _rope_magnitude(mq, c), _rope_magnitude(mk, c)
     mkeys = np.concatenate([np.abs(st["keys"][:, :P]), mk], axis=1)[:, :, np.arange(hq) // c.group]
-    return np.einsum("bihe,bjhe->bhij", mq, mkeys) / math.sqrt(d)
+    return np.einsum("bihe,bjhe->bhij", mq, mkeys) * c.scale
 
 
 def fast_bound(g, hidden, weights, positions, config, *, attention_mask=None, past_keys=None,
@@ -625,7 +625,7 @@ def _golden(g, st, c) -> dict:
 
         Wm = {n: mat(W[n]) for n in BASE_WEIGHTS}
         theta, factor = _golden_frequencies(c) if c.encoding == "rope" else (None, None)
-        scale = 1 / mpmath.sqrt(d)
+        scale = c.exact_scale()
         every = roles(c)
         acc = {r: np.full(np.shape(X) if r == "hidden" else np.shape(W[r]), zero, dtype=object) for r in every}
         for bi in range(b):

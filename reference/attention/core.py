@@ -38,7 +38,9 @@ class Config:
     seq_len for the scalings that read it), "alibi", "none", "kerple" (kerple_variant "log" |
     "power", kerple_r1, kerple_r2: one float per head, before reference.kerple's clamps), "fire"
     (the MLP's weights in the weights dict) or "t5" (num_buckets, max_distance; the table
-    rel_bias in the weights dict; bidirectional buckets exactly when not causal)."""
+    rel_bias in the weights dict; bidirectional buckets exactly when not causal). logit_scale: the
+    factor on q . k, None for 1/sqrt(head_dim) (T5 has none: 1.0, its scale folded into the
+    initialisation, Raffel et al. 2020, and transformers' T5Attention)."""
 
     num_heads: int
     num_kv_heads: int
@@ -55,6 +57,16 @@ class Config:
     kerple_r2: tuple = ()
     num_buckets: int = 32
     max_distance: int = 128
+    logit_scale: Optional[float] = None
+
+    @property
+    def scale(self) -> float:
+        """The factor on q . k: logit_scale, or 1/sqrt(head_dim)."""
+        return 1.0 / math.sqrt(self.head_dim) if self.logit_scale is None else float(self.logit_scale)
+
+    def exact_scale(self):
+        """The same in mpmath at the working precision (1/sqrt(d) exactly, not its double)."""
+        return 1 / mpmath.sqrt(self.head_dim) if self.logit_scale is None else mpmath.mpf(float(self.logit_scale))
 
     @property
     def rot(self) -> int:
@@ -98,6 +110,9 @@ def check_config(c: Config) -> Config:
         _int(c.max_distance, "max_distance", 2, MAX_POSITION)
         check_t5(c.num_buckets, c.max_distance, not c.causal)  # buckets in [0, num_buckets), or refused
     _int(c.seq_len, "seq_len", 0, MAX_POSITION)
+    if c.logit_scale is not None and not (isinstance(c.logit_scale, numbers.Real) and not isinstance(c.logit_scale, bool)
+                                          and 0 < float(c.logit_scale) < math.inf):
+        raise ValueError(f"logit_scale: must be a positive finite number or None, got {c.logit_scale!r}")
     return c
 
 
@@ -251,7 +266,7 @@ def stages(hidden, weights, positions, config, *, attention_mask=None, past_keys
     vis = visible(c, mask, b, s, P)
     bias = _bias(c, kpos, pos, "numpy", W)
     g = np.arange(hq) // c.group
-    z = np.einsum("bihe,bjhe->bhij", qr, keys[:, :, g]) / math.sqrt(d) + bias
+    z = np.einsum("bihe,bjhe->bhij", qr, keys[:, :, g]) * c.scale + bias
     z = np.where(vis[:, None], z, -np.inf)
     rows = graded_rows(mask, vis, P)
     zmax = np.max(z, axis=-1, keepdims=True, initial=-np.inf)
@@ -280,7 +295,7 @@ def forward(hidden, weights, positions, config, *, attention_mask=None, past_key
     kernels = st["kernels"]
     b, s, dm = X.shape
     hq, d = c.num_heads, c.head_dim
-    o = kernels.attend(st["qr"], st["keys"], st["values"], st["bias"], st["vis"], 1.0 / math.sqrt(d), c.group)
+    o = kernels.attend(st["qr"], st["keys"], st["values"], st["bias"], st["vis"], c.scale, c.group)
     return kernels.project(o.reshape(b * s, hq * d), W["wo"]).reshape(b, s, dm)
 
 
@@ -323,7 +338,7 @@ def _golden(hidden, weights, positions, config, attention_mask, past_keys, past_
         mpf = mpmath.mpf
         Wm = {n: [[mpf(float(x)) for x in row] for row in W[n]] for n in BASE_WEIGHTS}
         theta, factor = _golden_frequencies(c) if c.encoding == "rope" else (None, None)
-        scale = 1 / mpmath.sqrt(d)
+        scale = c.exact_scale()
         for bi in range(b):
             bias = golden_bias(c, W, pos[bi], kpos[bi])
             xs = [[mpf(float(x)) for x in X[bi, i]] for i in range(s)]

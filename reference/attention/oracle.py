@@ -20,6 +20,12 @@ from reference.numerics.bias.t5_oracle import bucket_exact
 from reference.numerics.scaling_oracle import exact as scaling_exact
 
 
+
+def _scale(params, d: int):
+    """The factor on q . k: params' logit_scale (T5: 1), else 1/sqrt(d), exactly."""
+    given = params.get("logit_scale")
+    return 1 / mpmath.sqrt(d) if given is None else mpmath.mpf(float(given))
+
 def _mat(a):
     a = np.asarray(a, dtype=np.float64)
     return mpmath.matrix([[mpmath.mpf(float(x)) for x in row] for row in a])
@@ -112,7 +118,7 @@ def forward_exact(hidden, weights, positions, params, attention_mask, past_keys,
                 qv = head(Q, i, h)
                 z = []
                 for j in seen:
-                    dot = mpmath.fsum(x * y for x, y in zip(qv, keys[(j, g)])) / mpmath.sqrt(d)
+                    dot = mpmath.fsum(x * y for x, y in zip(qv, keys[(j, g)])) * _scale(params, d)
                     if slopes is not None:
                         dist = pos[i] - kpos[j]
                         dot -= slopes[h] * (abs(dist) if not causal else dist)
@@ -194,7 +200,7 @@ def vjp_exact(g, hidden, weights, positions, params, attention_mask, past_keys, 
             for h in range(hq):
                 z = []
                 for j in seen:
-                    dot = mpmath.fsum(x * y for x, y in zip(qv[(i, h)], keys[(j, h)])) / mpmath.sqrt(d)
+                    dot = mpmath.fsum(x * y for x, y in zip(qv[(i, h)], keys[(j, h)])) * _scale(params, d)
                     if slopes is not None:
                         dist = pos[i] - kpos[j]
                         dot -= slopes[h] * (abs(dist) if not causal else dist)
@@ -215,7 +221,7 @@ def vjp_exact(g, hidden, weights, positions, params, attention_mask, past_keys, 
                 dz = J * mpmath.matrix(dp)
                 for a, j in enumerate(seen):
                     dbias[h, i, j] = dz[a]
-                dlogit = [dz[a] / mpmath.sqrt(d) for a in range(n)]
+                dlogit = [dz[a] * _scale(params, d) for a in range(n)]
                 for e in range(d):
                     dq[i, h * d + e] = mpmath.fsum(dlogit[a] * keys[(j, h)][e] for a, j in enumerate(seen))
                 for a, j in enumerate(seen):

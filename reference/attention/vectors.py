@@ -81,6 +81,9 @@ NOTES = {
     "T5": {"bugType": "BASIC", "description": "T5: the learned table rel_bias [num_buckets, heads] read at the "
            "bucket of p_j - p_i (bidirectional buckets when not causal; logarithmic past num_buckets / 2 or / 4) "
            "and added to the scaled logits.", "links": [T5]},
+    "Unscaled": {"bugType": "FUNCTIONALITY", "description": "Logit scale 1 (logit_scale in the params), as T5's "
+                 "attention computes q . k + bias (its 1/sqrt(d) folded into the initialisation): a port that "
+                 "calls SDPA with its default scale 1/sqrt(d) fails here.", "links": [T5, SDPA]},
     "GQAPermutation": {"bugType": "EDGE_CASE", "description": "Grouped-query attention with hq / hkv != hkv (8 "
                        "query heads over 2 kv heads, 32 over 4): a converter that permutes k's projection rows per "
                        "head with a wrong head count (llama.cpp's convert.py used hq / hkv, which equals hkv for "
@@ -227,6 +230,16 @@ def groups() -> list[GroupSpec]:
                 T("bidirectional-8", "Both rows at positions 0..7: later keys in the upper half of the buckets.",
                   ("T5", "Bidirectional", "GQA"), SQ8),
             )))),
+        GroupSpec(FORWARD, "t5-unscaled", "T5's attention as the model computes it: unscaled scores (logit_scale "
+                  "1) plus the bucketed bias, 4 heads (no grouped-query attention in T5).", (
+            TestGroupSpec(_params("t5", causal=False, hkv=HQ, logit_scale=1.0, **T5_BUCKETS), (
+                T("encoder-8", "Both rows at positions 0..7, bidirectional (T5's encoder).",
+                  ("T5", "Bidirectional", "Unscaled"), SQ8),
+            )),
+            TestGroupSpec(_params("t5", hkv=HQ, logit_scale=1.0, **T5_BUCKETS), (
+                T("decoder-decode-at-40", "Two new tokens at 40, 41 after a cache of 5, causal (T5's decoder "
+                  "self-attention).", ("T5", "Causal", "Unscaled", "KVCache"), _rows((40, 41), (40, 41)), 5),
+            )))),
         GroupSpec(FORWARD, "nope-bidirectional-padding", "Bidirectional attention without encoding, with padding.", (
             TestGroupSpec(_params("none", causal=False), (
                 T("right-padding", "Row 1 right-padded by 3.", ("NoPE", "Bidirectional", "Padding"), SQ8, 0,
@@ -327,7 +340,8 @@ def config_of(params):
                   int(params.get("rotary_dim") or 0), params.get("layout", "half"), params.get("scaling"),
                   int(params.get("seq_len") or 0), params.get("kerple_variant", "log"),
                   tuple(params.get("kerple_r1", ())), tuple(params.get("kerple_r2", ())),
-                  int(params.get("num_buckets", 32)), int(params.get("max_distance", 128)))
+                  int(params.get("num_buckets", 32)), int(params.get("max_distance", 128)),
+                  None if params.get("logit_scale") is None else float(params["logit_scale"]))
 
 
 def weights_of(params, inputs) -> dict:
@@ -377,7 +391,7 @@ PARAMS_SCHEMA = {
         "num_buckets": {"type": "integer", "minimum": 2}, "max_distance": {"type": "integer", "minimum": 2},
         "base": {"type": "number"}, "rotary_dim": {"type": "integer", "minimum": 0},
         "layout": {"enum": ["half", "interleaved"]}, "scaling": {"type": ["object", "null"]},
-        "seq_len": {"type": "integer", "minimum": 0},
+        "seq_len": {"type": "integer", "minimum": 0}, "logit_scale": {"type": "number", "exclusiveMinimum": 0},
         "past_len": {"type": "integer", "minimum": 0}, "padding": {"type": "boolean"},
     },
 }

@@ -22,11 +22,14 @@ def group_name(model: str, kind: str) -> str:
     return model if kind == "all" else f"{model}-{kind.replace('_', '-')}"
 
 
-def cases(config: dict, model: str, seed: int, backend: str = "cpu") -> dict:
-    """{protocol: [GoldenCase]} for every protocol the config implies; ConfigError (one line)
-    for a config posref cannot read."""
+def cases(config: dict, model: str, seed: int, backend: str = "cpu", only: str | None = None) -> dict:
+    """{protocol: [GoldenCase]} for every protocol the config implies (``only``: that one's, the
+    others keyed with no cases); ConfigError (one line) for a config posref cannot read."""
     out = {}
     for protocol, settings in plan(config).items():
+        if only is not None and protocol != only:
+            out[protocol] = []
+            continue
         maker = families.part(protocol.split(".", 1)[0], "model_cases")
         if maker is None:
             continue

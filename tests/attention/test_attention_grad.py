@@ -14,6 +14,8 @@ import torch
 from conformance import run_conformance
 from conformance.attention import backward
 from conformance.loader import load_target
+from reference.golden import store
+from reference.golden.fresh import is_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "attention"
@@ -32,18 +34,23 @@ def test_sdpa_example_passes_with_grad():
     assert summary["overall"] == "pass" and summary["pass"] >= 20, summary
     graded = [c for c in report.cases if c.grad]
     assert len(graded) == summary["pass"]
-    extra = {"t5": ("rel_bias",), "fire-causal": ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
+    extra = {"t5": ("rel_bias",), "fire": ("c", "L_multiplier", "W1", "b1", "W2", "b2")}
+    encodings = {c.id: store.get_case(c.id).params["encoding"] for c in graded if not is_fresh(c.id)}
     for case in graded:
-        want = backward.ROLES + extra.get(case.id.split("/")[1], ())
-        assert case.grad["verdict"] == "pass" and set(case.grad["inputs"]) == set(want), case.id
-    assert {c.id.split("/")[1] for c in graded} >= set(extra)
+        want = set(backward.ROLES + extra.get(encodings.get(case.id), ()))
+        got = set(case.grad["inputs"])
+        assert case.grad["verdict"] == "pass" and (got >= want if is_fresh(case.id) else got == want), case.id
+    assert set(encodings.values()) >= set(extra)
     assert _gradcheck(report).verdict == "pass"
 
 
 def test_a_backward_without_the_logit_scale_is_backward_scale():
     report = run_conformance(BUGGY, "attention.forward", grad=True, fresh=False, dtypes=("float32",), timeout=60.0)
     failing = [c for c in report.cases if c.verdict == "fail"]
-    assert failing and len(failing) == len([c for c in report.cases if c.verdict != "skip"])
+    # every case fails but those of a layer without a logit scale (T5's: 1), where omitting it is right
+    unscaled = [c for c in report.cases if store.get_case(c.id).params.get("logit_scale") == 1.0]
+    assert unscaled and all(c.verdict == "pass" for c in unscaled)
+    assert failing and len(failing) + len(unscaled) == len([c for c in report.cases if c.verdict != "skip"])
     for case in failing:
         assert case.budget_ratio <= 1.0, case.id  # the forward is right
         inputs = case.grad["inputs"]

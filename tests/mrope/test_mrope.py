@@ -65,6 +65,9 @@ def _grade(name, **options):
     return run_conformance(f"{EXAMPLES / name}:apply", "mrope.apply", timeout=60.0, **options)
 
 
+VL_MODELS = ("qwen2-vl-7b", "qwen2.5-vl-72b", "qwen3-vl-f1")
+
+
 def test_the_hf_style_example_passes_both_variants():
     report = _grade("qwen_vl.py", dtypes=("float32", "bfloat16"), seed=4)
     assert report.summary()["overall"] == "pass"
@@ -76,7 +79,9 @@ def test_the_hf_style_example_passes_both_variants():
                                         ("buggy/variant_swapped.py", "variant-swapped")])
 def test_section_mistakes_are_named(name, code):
     report = _grade(name, dtypes=("float32",), fresh=False)
-    image = [c for c in report.cases if "image" in c.id and c.verdict == "fail"]
+    # the catalog's image cases (the zoo's image-at-end sits at L - 1, up to 262143, where float32's
+    # own angle error is as large as a stream swap over a 2 x 3 block: failed there, not always named)
+    image = [c for c in report.cases if "image" in c.id and c.verdict == "fail" and c.id.split("/")[1] not in VL_MODELS]
     assert image and all(code in [d.code for d in c.diagnoses] for c in image)
 
 

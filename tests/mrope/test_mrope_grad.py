@@ -56,8 +56,9 @@ def test_qwen_vl_passes_with_grad():
     report = run_conformance(QWEN, "mrope.apply", dtypes=("float32", "bfloat16"), fresh=False, grad=True)
     assert report.summary()["overall"] == "pass"
     graded = [c for c in report.cases if c.verdict != "skip"]
-    # Qwen2-VL, Qwen3-VL and Qwen3.5 (partial rotary) graded; GLM-4V's interleaved pairs refused
-    assert len(graded) == 18 and {c.id.split("/")[1] for c in report.cases if c.verdict == "skip"} == {"glm-4v"}
+    # Qwen2-VL, Qwen3-VL and Qwen3.5 (partial rotary) graded, and the zoo's three Qwen-VL models'
+    # committed cases; GLM-4V's interleaved pairs refused
+    assert len(graded) == 18 + 2 * 12 and {c.id.split("/")[1] for c in report.cases if c.verdict == "skip"} == {"glm-4v"}
     for case in graded:
         grad = case.grad["inputs"]["x"]
         assert 0.0 < grad["budget_ratio"] <= 1.0 and grad["dtype"] == case.dtype
@@ -73,7 +74,7 @@ def test_transposed_backward_gets_its_code_and_only_the_gradient_fails():
     assert plain.summary()["overall"] == "pass"  # its forward is right
     report = run_conformance(f"{BUG}:apply", "mrope.apply", dtypes=("float32",), **module.OPTIONS)
     graded = [c for c in report.cases if c.verdict != "skip"]  # GLM-4V's interleaved pairs: Unsupported
-    assert all(c.verdict == "fail" for c in graded) and len(graded) == 9
+    assert all(c.verdict == "fail" for c in graded) and len(graded) == 9 + 12  # the catalog's and the zoo's
     for case in graded:
         assert case.budget_ratio <= 1.0 and case.grad["verdict"] == "fail"
         assert module.CODE in {d.code for d in case.diagnoses}, (case.id, case.diagnoses)

@@ -281,7 +281,7 @@ def test_pytest_items_at_a_model():
 HF_MODELS = ["llama-3.1-8b", "phi-3.5-mini"] + [
     pytest.param(name, marks=pytest.mark.slow)
     for name in ("gpt-neox-20b", "glm-4-9b-chat-hf", "llama-3.2-1b", "qwen2-7b", "qwen3-8b", "mistral-7b-v0.1",
-                 "gemma-2-9b", "phi-4-mini", "codellama-7b")]
+                 "gemma-2-9b", "phi-4-mini", "codellama-7b", "ministral-3-3b")]
 
 
 @pytest.mark.parametrize("name", HF_MODELS)

@@ -51,7 +51,7 @@ def forward(hidden, weights, positions, spec):
     mask = mask.clamp(min=torch.finfo(torch.float32).min)
     groups = spec.num_heads // spec.num_kv_heads
     k, v = part["repeat_kv"](k, groups), part["repeat_kv"](v, groups)
-    scores = ScaledScores.apply(q, k, spec.head_dim ** -0.5)
+    scores = ScaledScores.apply(q, k, spec.scale)
     p = torch.softmax(scores.float() + mask, dim=-1).to(q.dtype)
     out = (p @ v).transpose(1, 2).reshape(b, s, spec.num_heads * spec.head_dim)
     return F.linear(out, weights["wo"])

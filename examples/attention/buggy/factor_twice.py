@@ -30,4 +30,4 @@ def forward(hidden, weights, positions, spec):
                                  spec, q.dtype, weights)
     scaling = dict(spec.scaling or {})
     f = 0.1 * math.log(scaling["factor"]) + 1.0 if scaling.get("rope_type") == "yarn" else 1.0
-    return part["output"](q, k, v, mask, weights, spec, scale=f * f / math.sqrt(spec.head_dim))  # BUG: f again
+    return part["output"](q, k, v, mask, weights, spec, scale=f * f * spec.scale)  # BUG: f again
