@@ -139,9 +139,12 @@ class MropeDecode(Protocol):
             problems += mutation_problems(watched)
             if gen.prefill_out is None:
                 break
-            answers = [self._answer(prepared, call, decode, (call.cache_position,), (3, b, 1), problems)
-                       for call in gen.calls[1:]]
-            if any(a is None for a in answers):
+            answers = []
+            for call in gen.calls[1:]:
+                answers.append(self._answer(prepared, call, decode, (call.cache_position,), (3, b, 1), problems))
+                if answers[-1] is None:
+                    break
+            if problems:
                 break
             gen.decode_out = np.concatenate(answers, axis=2) if answers else np.zeros((3, b, 0), np.int64)
         if problems:
