@@ -101,25 +101,37 @@ def groups() -> list[GroupSpec]:
                       (TestGroupSpec(params(), tests(), QWEN2_VL),))]
 
 
+FRESH_IMAGES = 3  # images in a drawn image row: its grids never have the shape of a committed one
+FRESH_LENGTHS = (21, 40)  # drawn prompt lengths: past every committed prompt (<= 20 tokens)
+
+
 def _drawn_image_row(draw):
-    """(token types, grid) of one image of h x w in [2, 4] between vision markers, text around it."""
-    grid = (1, draw.integer(2, 4), draw.integer(2, 4))
-    row = image_row(draw.integer(0, 3), grid, draw.integer(0, 3))
-    return row, grid
+    """(token types, grids) of a drawn image row: FRESH_IMAGES images of h x w in [2, 3], each
+    between vision markers with 0 to 2 text tokens before it, then text up to a drawn length in
+    FRESH_LENGTHS. A fresh input then never equals a committed one (prompt, grids or cache
+    positions)."""
+    row, grids = [], []
+    for _ in range(FRESH_IMAGES):
+        grid = (1, draw.integer(2, 3), draw.integer(2, 3))
+        grids.append(grid)
+        row += image_row(draw.integer(0, 2), grid, 0)
+    length = draw.integer(max(FRESH_LENGTHS[0], len(row)), FRESH_LENGTHS[1])
+    return tuple(row) + _text(length - len(row)), grids
 
 
 def fresh(draw) -> list:
-    """One two-generation script drawn at run time: two rows, the image in a drawn row in
+    """One two-generation script drawn at run time: two rows, the images in a drawn row in
     generation 1 and in the other row in generation 2 (every row's delta changes), 2 or 3 steps."""
     gens, image_at = [], draw.integer(0, 1)
     for _ in GENERATIONS:
-        row, grid = _drawn_image_row(draw)
+        row, grids = _drawn_image_row(draw)
         rows = [None, None]
         rows[image_at], rows[1 - image_at] = row, _text(len(row))
-        gens.append(_gen(rows, (grid,), draw.integer(2, 3)))
+        gens.append(_gen(rows, grids, draw.integer(2, 3)))
         image_at = 1 - image_at
-    test = DecodeTest("drawn", "Drawn at run time: two generations of two rows, one image each (h, w in 2..4) "
-                      "changing rows between generations.", ("DecodeDeltas", "TwoGenerations"), tuple(gens))
+    test = DecodeTest("drawn", f"Drawn at run time: two generations of two rows, {FRESH_IMAGES} images (h, w in "
+                      "2..3) in one row, changing rows between generations.", ("DecodeDeltas", "TwoGenerations"),
+                      tuple(gens))
     return [TestGroupSpec(params(), (test,), QWEN2_VL)]
 
 

@@ -90,6 +90,40 @@ def test_every_script_changes_every_rows_delta():
             assert steps.tolist() == list(range(types.shape[1], types.shape[1] + steps.size))
 
 
+def test_each_wrong_delta_rule_is_named_alone_on_every_script():
+    """The diagnosis on each candidate's exact output, over the committed and 200 drawn scripts:
+    that code alone (one row: row 0's delta is the truth, so no code), and nothing for the truth."""
+    from types import SimpleNamespace
+
+    from conformance.mrope.decode import CANDIDATES, _generations, diagnose_decode
+    from reference.mrope.decode import decode_positions
+
+    tests = list(decode_vectors.tests()) + [decode_vectors.fresh(Draw(seed, decode_vectors.PROTOCOL))[0].tests[0]
+                                            for seed in range(200)]
+    for test in tests:
+        gens = _generations(SimpleNamespace(arrays=decode_vectors.build("x", {}, test)[1]))
+        for g in gens:
+            g.decode_out = decode_positions(g.deltas, g.cache_positions)
+        assert diagnose_decode(gens) == []
+        for code, rule, _ in CANDIDATES:
+            for g in gens:
+                g.decode_out = decode_positions(rule(gens, g), g.cache_positions)
+            found = [d.code for d in diagnose_decode(gens)]
+            alone = code == "mrope-deltas-row0" and gens[0].deltas.size == 1
+            assert found == ([] if alone else [code]), (test.name, code, found)
+
+
+def test_drawn_inputs_never_equal_committed_ones():
+    """tests/core/test_fresh_cases.py checks one seed; by construction (three images, prompts
+    past 20 tokens) no seed can draw a committed prompt, grid list or cache positions."""
+    stored = {role: {c.arrays[role].tobytes() for c in CASES} for role in decode_vectors.INPUTS}
+    for seed in range(200):
+        (group,) = decode_vectors.fresh(Draw(seed, decode_vectors.PROTOCOL))
+        _, inputs = decode_vectors.build("x", {}, group.tests[0])
+        for role, seen in stored.items():
+            assert inputs[role].tobytes() not in seen, (seed, role)
+
+
 def test_the_correct_session_passes():
     for seed in (0, 1):
         report = run_conformance(f"{SESSION}:decode", "mrope.decode", identities=False,
