@@ -6,6 +6,9 @@ Graded per pair with RoPE's rotation budget at the pair's own stream position; d
 the section, layout, rotary-dim and angle-precision mistakes. Protocol ``mrope.positions``
 (positions.py): the position ids themselves (Qwen2-VL's get_rope_index for images), graded
 exactly; its diagnoses name text resuming at the token index, h and w exchanged, and 1-D ids.
+Protocol ``mrope.decode`` (decode.py): a session driven over two generations (prefill, then
+decode at cache_position + the prompt's delta), graded exactly; its diagnoses name stale, ignored
+and row-0 deltas.
 """
 
 from conformance.core.family import Family
@@ -13,7 +16,7 @@ from conformance.mrope.spec import MropeSpec
 
 FAMILY = Family(
     name="mrope",
-    protocols=("apply", "positions"),
+    protocols=("apply", "positions", "decode"),
     codes={
         "section-rebased": "each section has its own frequency ladder (re-based per section, as a "
                            "torchtune-style port does) instead of slicing one global ladder",
@@ -25,6 +28,11 @@ FAMILY = Family(
                         "called, as Liger's M-RoPE path: every stream is the token index)",
         "interleave-shifted": "Qwen3-VL's interleaved t, h, w slots one pair off (pair i reads the stream of "
                               "pair i + 1, or the rotation starts one slot later)",
+        "mrope-stale-deltas": "decode after a new prompt uses the previous prompt's rope_deltas (HF reused them "
+                              "across generations)",
+        "mrope-deltas-ignored": "decode positions t = h = w = cache_position, without the prompt's rope_deltas "
+                                "(a text-only port)",
+        "mrope-deltas-row0": "decode uses row 0's rope_delta for every row of the batch",
         # Shared with RoPE, same meaning (here of M-RoPE's one ladder and its pairs).
         "angle-precision": "angles, positions or frequencies kept in bfloat16 or float16",
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",

@@ -1,6 +1,7 @@
 """M-RoPE golden vectors: protocols ``mrope.apply`` (one group per model configuration of MODELS:
 Qwen2-VL, Qwen3-VL, GLM-4V with interleaved pairs over half its head, Qwen3.5 with a quarter of its
-head rotated) and ``mrope.positions`` (get_rope_index's rule).
+head rotated), ``mrope.positions`` (get_rope_index's rule) and ``mrope.decode`` (decode_vectors.py:
+two generations on one session).
 
 Arrays: ``x`` [b, s, h, head_dim] (seeded, exactly representable in bfloat16 and float16),
 ``positions`` int64 [3, b, s] (t, h, w), ``expected`` [b, s, h, head_dim], every value correctly
@@ -18,7 +19,7 @@ from reference import mrope
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.mrope import oracle
+from reference.mrope import decode_vectors, oracle
 from reference.mrope.positions import rope_index
 
 PROTOCOL = "mrope.apply"
@@ -61,6 +62,7 @@ NOTES = {
     "TileBoundary": {"bugType": "EDGE_CASE", "description": "A sequence length at, just below or just above a "
                      "power-of-two tile (1 to 1000 tokens), text and an image block: a kernel that leaves a "
                      "partial tile unrotated fails.", "links": [QWEN2_VL]},
+    **decode_vectors.NOTES,
     "HeadCount": {"bugType": "EDGE_CASE", "description": "A head count of real models (1 to 64), never equal to "
                   "the batch or sequence size, so that code confusing two axes cannot pass by coincidence.",
                   "links": [QWEN2_VL]},
@@ -124,7 +126,7 @@ def _group(name):
 
 
 def groups() -> list[GroupSpec]:
-    return [_group(name) for name in MODELS] + positions_groups()
+    return [_group(name) for name in MODELS] + positions_groups() + decode_vectors.groups()
 
 
 def _drawn_cases(draw) -> list:
@@ -338,4 +340,7 @@ PROTOCOLS = {
     POSITIONS: VectorProtocol(POSITIONS, {"token_types": "int64", "grids": "int64", "expected": "int64"},
                               ("token_types", "grids"), PARAMS_SCHEMA, build_positions, compute_positions,
                               shapes_positions, exact_positions, fresh=fresh_positions),
+    decode_vectors.PROTOCOL: VectorProtocol(decode_vectors.PROTOCOL, decode_vectors.ARRAYS, decode_vectors.INPUTS,
+                                            PARAMS_SCHEMA, decode_vectors.build, decode_vectors.compute,
+                                            decode_vectors.shapes, decode_vectors.exact, fresh=decode_vectors.fresh),
 }
