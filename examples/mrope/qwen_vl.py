@@ -17,7 +17,7 @@ from conformance import Unsupported
 def stream_angles(positions, spec):
     """[3, b, s, r/2] float32 angles of each stream."""
     r = spec.rotary_dim
-    inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.int64).float() / r))
+    inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2, dtype=torch.int64, device=positions.device).float() / r))
     return positions[..., None].float() * inv_freq
 
 
@@ -67,4 +67,4 @@ def positions(token_types, grids, spec):
             out[:, b, s:s + t * h * w] = block
             nxt = int(block.max()) + 1
             image, s = image + 1, s + t * h * w
-    return out
+    return out.to(token_types.device)
