@@ -72,25 +72,49 @@ def _holders(prepared, spec, caches) -> np.ndarray:
 
 
 def sentinel_problems(prepared, caches) -> list:
-    """The failure for slots outside slot_mapping that were written: ``kv-padding-written`` when a
-    padding token (slot -1) is among the tokens such a slot holds, else ``kv-wrong-slot``."""
+    """The failure for slots outside slot_mapping that were written ([] when none was): where the
+    tokens went (``placement``), or ``kv-wrong-slot`` naming the first such slot."""
     stray = stray_slots(prepared, caches)
     if not stray.size:
         return []
     spec = prepared.args[-1]
-    slots = prepared.inputs_f64["slot_mapping"]
-    hold = _holders(prepared, spec, caches)[:, stray]
+    found = placement(prepared, spec, caches, stray)
+    if not found:
+        first = _where(int(stray[0]), spec.block_size)
+        found = [Diagnosis("kv-wrong-slot", f"{stray.size} slot(s) outside slot_mapping were written, the first "
+                           f"{first}: they must keep the sentinel")]
+    return found
+
+
+def placement(prepared, spec, caches, stray) -> list:
+    """Where the tokens went: ``kv-padding-written`` when a slot outside slot_mapping (``stray``)
+    holds a padding token, ``kv-wrong-slot`` when a real token's k or v is found at another slot
+    and not at its own (the message guesses the misreading)."""
+    x = prepared.inputs_f64
+    slots = x["slot_mapping"]
+    hold = _holders(prepared, spec, caches)
+    found = []
     padding = np.flatnonzero(slots < 0)
-    first = _where(int(stray[0]), spec.block_size)
-    what = f"{stray.size} slot(s) outside slot_mapping were written, the first {first}: they must keep the sentinel"
-    if padding.size and hold[padding].any():
-        return [Diagnosis("kv-padding-written", f"{what}; it holds padding token {int(padding[hold[padding].any(1)][0])} "
-                          f"(slot -1){_last(stray, caches)}")]
-    return [Diagnosis("kv-wrong-slot", what)]
-
-
-def _last(stray, caches) -> str:
-    return ": the cache's last slot, where indexing with -1 writes" if int(stray[-1]) == caches[0].shape[0] - 1 else ""
+    if stray.size and padding.size and hold[np.ix_(padding, stray)].any():
+        at = stray[hold[np.ix_(padding, stray)].any(0)]
+        i = int(padding[hold[np.ix_(padding, at[:1])].any(1)][0])
+        last = ": the cache's last slot, where indexing with -1 writes" if int(at[0]) == caches[0].shape[0] - 1 else ""
+        found.append(Diagnosis("kv-padding-written", f"padding token {i} (slot -1) written at "
+                               f"{_where(int(at[0]), spec.block_size)}{last}; slots outside slot_mapping must keep "
+                               "the sentinel"))
+    wrong = []
+    for i in np.flatnonzero(slots >= 0):
+        at = np.flatnonzero(hold[i])
+        if at.size and slots[i] not in at:
+            wrong.append((int(i), int(at[0])))
+    if wrong:
+        i, j = wrong[0]
+        s, p = int(slots[i]), int(x["positions"][0, i])
+        found.append(Diagnosis(
+            "kv-wrong-slot", f"{len(wrong)} token(s) written at another slot than slot_mapping's: token {i} "
+            f"(position {p}) at {_where(j, spec.block_size)} instead of {_where(s, spec.block_size)}: "
+            f"{_pattern(i, j, s, p, spec.block_size)}"))
+    return found
 
 
 def _pattern(i: int, j: int, slot: int, position: int, block_size: int) -> str:
@@ -109,23 +133,10 @@ def diagnose(prepared, spec, graded, dtype) -> list:
     placement and the contents are right (rope.apply's diagnosis then explains q_rot and the keys)."""
     x = prepared.inputs_f64
     caches = (graded.output_f64["k_cache"], graded.output_f64["v_cache"])
-    slots = x["slot_mapping"]
-    found = sentinel_problems(prepared, caches)
-    hold = _holders(prepared, spec, caches)
-    wrong = []
-    for i in np.flatnonzero(slots >= 0):
-        at = np.flatnonzero(hold[i])
-        if at.size and slots[i] not in at:
-            wrong.append((int(i), int(at[0])))
-    if wrong:
-        i, j = wrong[0]
-        s, p = int(slots[i]), int(x["positions"][0, i])
-        why = _pattern(i, j, s, p, spec.block_size)
-        found = [d for d in found if d.code != "kv-wrong-slot"] + [Diagnosis(
-            "kv-wrong-slot", f"{len(wrong)} token(s) written at another slot than slot_mapping's: token {i} "
-            f"(position {p}) at {_where(j, spec.block_size)} instead of {_where(s, spec.block_size)}: {why}")]
+    found = sentinel_problems(prepared, caches) or placement(prepared, spec, caches, np.array([], dtype=np.int64))
     if found:
         return found
+    slots = x["slot_mapping"]
     tokens = np.flatnonzero(slots >= 0)
     pos = x["positions"][:, tokens]
     k, v = x["k"][:, tokens], x["v"][:, tokens]
