@@ -60,10 +60,10 @@ def slot_mapping(table, sequence, positions, block_size: int) -> np.ndarray:
     real = seq >= 0
     if np.any(pos[real] < 0):
         raise ValueError("positions: a real token's position must be >= 0")
-    blocks = table[seq[real], pos[real] // block_size]
-    if np.any(blocks < 0):
+    logical = pos[real] // block_size
+    if np.any(logical >= table.shape[1]) or np.any(table[seq[real], np.minimum(logical, table.shape[1] - 1)] < 0):
         raise ValueError("block_table: a token's position lies past its sequence's blocks")
-    out[real] = blocks * block_size + pos[real] % block_size
+    out[real] = table[seq[real], logical] * block_size + pos[real] % block_size
     return out
 
 
