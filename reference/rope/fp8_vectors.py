@@ -80,8 +80,8 @@ def _tests(tag: str, heads: int, kv: int) -> tuple:
                 "values past 448 must saturate (up to about 950 and 600 before saturation).",
                 flags + ("Decode", "BatchedDecode", "Float8Saturation"), ((4095,), (131071,), (17,)), heads=heads,
                 kv_heads=kv, q_scale=_scaled(950.0), k_scale=_scaled(600.0)),
-        Fp8Test(f"{tag}-subnormal", "Two rows of 4 tokens from 0 and 65533; scales so large that most quantised "
-                "values are e4m3 subnormals.", flags + ("Float8Subnormal", "RowOffsets"),
+        Fp8Test(f"{tag}-subnormal", "Two rows of 4 tokens from 0 and 65533; scales so large that many quantised "
+                "values are e4m3 subnormals (below 2**-6) and some round to zero.", flags + ("Float8Subnormal", "RowOffsets"),
                 ((0, 1, 2, 3), (65533, 65534, 65535, 65536)), heads=heads, kv_heads=kv, q_scale=_scaled(0.05),
                 k_scale=_scaled(0.03)),
     )
