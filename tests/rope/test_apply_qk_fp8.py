@@ -237,3 +237,18 @@ def test_buggy_examples_are_named_on_every_failing_case(name, code, words):
         assert named and words in named[0].message, (c.id, c.diagnoses)
     if code == "fp8-not-saturated":  # only the saturating cases fail
         assert all("saturating" in c.id or "/fresh/" in c.id for c in failing)
+
+
+def test_float8_answers_cross_the_isolation_wire_bit_for_bit():
+    from conformance import wire
+
+    x = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).reshape(4, 64)
+    (back,) = wire.loads(wire.dumps((x,)))
+    assert back.dtype == torch.float8_e4m3fn and torch.equal(back.view(torch.uint8), x.view(torch.uint8))
+
+
+@pytest.mark.slow  # starts an isolated interpreter (about 9 s)
+def test_isolated_run_grades_float8_answers():
+    report = run_conformance(f"{EXAMPLE}:apply_qk_fp8", "rope.apply_qk_fp8", dtypes=("bfloat16",), fresh=False,
+                             isolate=True)
+    assert len(report.cases) == 6 and {c.verdict for c in report.cases} <= {"pass", "acceptable"}
