@@ -110,7 +110,7 @@ def fresh(draw) -> list:
     b, s = draw.integer(1, 3), draw.integer(1, 4)
     rows = tuple(tuple(draw.integers(0, 2**17 - 1, s)) for _ in range(b))
     amax = [draw.choice((0.05, 100.0, 400.0, 900.0)) for _ in range(2)]
-    test = Fp8Test(f"drawn-{name}", f"Drawn at run time: {b} x {s} positions, quantised maxima near {amax}.",
+    test = Fp8Test("drawn", f"Drawn at run time ({name}): {b} x {s} positions, quantised maxima near {amax}.",
                    ("Float8Quantized", "GroupedQuery"), rows, heads=heads, kv_heads=kv,
                    q_scale=_scaled(amax[0]), k_scale=_scaled(amax[1]))
     return [TestGroupSpec(params, (test,))]

@@ -213,7 +213,7 @@ def fresh(draw) -> list:
     pad = draw.integer(0, 3)
     b = params["block_size"]
     used = sum(blocks_needed(s + k, b) for s, k in zip(starts, new))
-    test = KvTest(f"drawn-{name}", f"Drawn at run time: {n} sequence(s) continuing from {list(starts)} with "
+    test = KvTest("drawn-step", f"Drawn at run time ({name}): {n} sequence(s) continuing from {list(starts)} with "
                   f"{list(new)} new token(s), {pad} padding token(s), block_size {b}.",
                   ("PagedKvWrite", "OutOfOrderBlocks") + (("PaddingSlots",) if pad else ()), starts, new, pad,
                   heads, kv, _draw_order(draw, used + SPARE_BLOCKS - 1))
