@@ -77,7 +77,7 @@ FAMILY = Family(
         "kv-value-rotated": "rope.kv_write: v rotated like k before it was written",
         "fp8-scale-inverted": "rope.apply_qk_fp8: the rotated values multiplied by the scale instead of divided",
         "fp8-not-saturated": "rope.apply_qk_fp8: values past e4m3's largest finite 448 become NaN instead of +-448 "
-                             "(a cast that does not saturate: torch eager before 2.12, ml_dtypes, JAX)",
+                             "(a cast that does not saturate: torch 2.11 eager, ml_dtypes, JAX)",
     },
     exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
 )

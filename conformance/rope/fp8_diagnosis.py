@@ -42,7 +42,7 @@ def diagnose(x, positions, out, spec, dtype, scale: float) -> list:
         if _accepted(x, positions, rest, spec, dtype, scale):
             return [Diagnosis("fp8-not-saturated", f"{int(nan.sum())} value(s) past 448 (rope(x) / scale up to "
                               f"{float(np.max(np.abs(y))):.4g}) came back NaN instead of +-448: clamp before the "
-                              "cast (torch eager casts before 2.12, ml_dtypes and JAX give NaN from 465 up)")]
+                              "cast (torch 2.11's eager cast, ml_dtypes and JAX give NaN from 465 up)")]
     if _accepted(x, positions, out, spec, dtype, 1.0 / scale, rotated):
         return [Diagnosis("fp8-scale-inverted", f"the rotated values were multiplied by the scale {scale:g} "
                           f"instead of divided by it (every value within the budget of rope(x) * {scale:g})")]

@@ -11,11 +11,12 @@ Quantised RoPE (FlashInfer's RoPE + fp8 quantize, vLLM's fp8 KV cache with a per
     stored = sat(round_e4m3(rope(x) / scale))
 
 with ``sat`` clamping to [-448, 448]. Saturating is what serving kernels do (a clamp before the
-conversion, or a saturating conversion instruction) and what torch's cast does since torch 2.12
-(measured here, torch 2.13 CPU: 460, 1000 and inf all become 448); earlier torch eager casts, and
-ml_dtypes / JAX casts, turn values from 465 up into NaN (pytorch/ao PR #4359, ml_dtypes issue #260),
-so code that relies on the cast instead of clamping gives NaN there (conformance code
-``fp8-not-saturated``).
+conversion, or a saturating conversion instruction). Casts differ (measured): torch 2.13's cast on
+the CPU saturates (460, 1000 and inf become 448); torch 2.11's eager cast, on the CPU and on CUDA
+(H100), and its torch.compile on the CPU, turn values from 465 up into NaN, as ml_dtypes 0.6 and
+JAX 0.11 do, while Triton's conversion and torch.compile on CUDA saturate (pytorch/ao PR #4359
+records torch's change). Code that relies on the cast instead of clamping gives NaN there
+(conformance code ``fp8-not-saturated``).
 
 Functions here never round through float32: every step is exact in float64 (v / spacing is a
 scaling by a power of two) up to the final floor, ceil or round-half-even of an exact quotient.

@@ -40,7 +40,7 @@ NOTES = {
     "Float8Saturation": {
         "bugType": "EDGE_CASE",
         "description": "Some rotated values divided by the scale exceed 448: they must saturate to +-448. A cast "
-        "that does not saturate (torch eager before 2.12, ml_dtypes, JAX) gives NaN from 465 up.",
+        "that does not saturate (torch 2.11's eager cast, ml_dtypes, JAX) gives NaN from 465 up.",
         "links": [TORCH_AO_SAT, OCP_FP8],
     },
     "Float8Subnormal": {

@@ -68,7 +68,7 @@ def test_rounding_functions_agree_with_torch_and_bracket_their_input():
 
 
 def test_torch_cast_past_448_is_what_the_docs_say():
-    """torch 2.13 (installed) saturates, inf included; before 2.12 its eager cast gave NaN from 465 up."""
+    """torch 2.13 (installed) saturates, inf included; torch 2.11's eager cast gives NaN from 465 up."""
     v = torch.tensor([460.0, 464.0, 465.0, 1000.0, float("inf"), -1000.0])
     got = v.to(torch.float8_e4m3fn).float()
     if _torch_saturates():

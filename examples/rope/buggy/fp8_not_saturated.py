@@ -1,9 +1,10 @@
 """Bug: values past e4m3's largest finite value (448) become NaN: the cast is trusted to saturate.
 
-torch's eager cast to float8_e4m3fn did not saturate before torch 2.12 (values from 465 up became
-NaN; pytorch/ao PR #4359 records the change), and ml_dtypes' and JAX's casts still do not: kernels
-clamp to +-448 first. This example re-enacts code that skips the clamp on such a cast: the cast of
-the older torch eager mode is emulated (torch 2.13 saturates by itself). Expected diagnosis:
+torch 2.11's eager cast to float8_e4m3fn does not saturate (measured on the CPU and on CUDA: values
+from 465 up become NaN, while the same code under torch.compile on CUDA saturates, as Triton's
+conversion does), and neither do ml_dtypes' and JAX's casts: kernels clamp to +-448 first. This
+example re-enacts code that skips the clamp on such a cast: the cast of torch 2.11's eager mode is
+emulated (torch 2.13 saturates by itself). Expected diagnosis:
 ``fp8-not-saturated``.
 """
 
@@ -28,7 +29,7 @@ def _rotate(x, positions, spec):
 
 
 def _unsaturated_cast(v):
-    """The non-saturating cast (torch eager before 2.12, ml_dtypes): from 465 up, NaN."""
+    """The non-saturating cast (torch 2.11 eager, ml_dtypes, JAX): from 465 up, NaN."""
     return torch.where(v.abs() > 464.0, torch.nan, v).to(torch.float8_e4m3fn)
 
 
