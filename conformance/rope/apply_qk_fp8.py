@@ -112,7 +112,8 @@ class RopeApplyQkFp8(RopeApplyQk):
             return out
         out.output_f64 = {role: graded[role].output_f64 for role in ROLES}
         out.output_dtype = graded["q"].output_dtype
-        out.max_abs_error = max(g.max_abs_error for g in graded.values())
+        errs = [g.max_abs_error for g in graded.values() if g.max_abs_error is not None]
+        out.max_abs_error = max(errs) if errs else None
         for profile in tolerance.PROFILES:
             ratios = {role: graded[role].ratio.get(profile) for role in ROLES}
             known = [r for r in ratios.values() if r is not None]

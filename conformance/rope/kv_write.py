@@ -138,7 +138,8 @@ class KvWrite(Protocol):
             out.worst_index[profile] = [PARTS.index(worst)] + index
             counts = [graded[p].mismatch.get(profile) for p in PARTS]
             if all(c is not None for c in counts):
-                out.mismatch[profile] = (sum(c[0] for c in counts), sum(c[1] for c in counts), "values")
+                out.mismatch[profile] = (sum(c[0] for c in counts), sum(c[1] for c in counts),
+                                          "pairs of q_rot and k_cache, values of v_cache")
             out.curve[profile] = q.curve.get(profile, [])
             out.notes[profile] = q.notes.get(profile, [])
         return out
