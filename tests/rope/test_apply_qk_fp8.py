@@ -252,3 +252,24 @@ def test_isolated_run_grades_float8_answers():
     report = run_conformance(f"{EXAMPLE}:apply_qk_fp8", "rope.apply_qk_fp8", dtypes=("bfloat16",), fresh=False,
                              isolate=True)
     assert len(report.cases) == 6 and {c.verdict for c in report.cases} <= {"pass", "acceptable"}
+
+
+def test_rope_faults_are_named_through_the_float8_rounding():
+    """The rotation of a known bug, quantised exactly, gets rope.apply's code on every catalog case
+    (saturated and subnormal ones included); a correct quantised rotation gets none."""
+    import dataclasses
+
+    from conformance.core import rotation_reference as reference
+    from conformance.rope import fp8_diagnosis
+
+    other = {"half": "interleaved", "interleaved": "half"}
+    for case in store.iter_cases("rope.apply_qk_fp8"):
+        spec = PROTO.spec(case)
+        x, pos = case.arrays["k"], case.arrays["positions"]
+        bugs = {"position-offset": (spec, pos + 1), "rotation-reversed": (spec, -pos),
+                "positions-ignored": (spec, 0 * pos), None: (spec, pos),
+                "layout-swapped": (dataclasses.replace(spec, layout=other[spec.layout]), pos)}
+        for code, (s, p) in bugs.items():
+            out = fp8.quantize(reference.apply(x, p, s, s.layout), spec.k_scale)
+            found = [d.code for d in fp8_diagnosis.diagnose(x, pos, out, spec, "float32", spec.k_scale)]
+            assert found == ([code] if code else []), (case.id, code, found)
