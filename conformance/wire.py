@@ -35,6 +35,7 @@ _HEADER = struct.Struct("<Q")
 _TENSOR_DTYPES = (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
     "float64", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "float8_e4m3fn", "float8_e5m2",  # rope.apply_qk_fp8's answers (one byte each, sent as their bytes)
 )
 _NUMPY_KINDS = "biufc"
 # The devices a decoded tensor may claim, checked as text before torch sees it: torch.device()

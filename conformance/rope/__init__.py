@@ -4,7 +4,9 @@ Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py
 ``rope.frequencies`` (frequencies.py), ``rope.apply_qk`` (apply_qk.py: q and k in one call),
 ``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains),
 ``rope.cp_positions`` (cp_positions.py: the tokens a context-parallel rank holds of a packed batch),
-``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions).
+``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions),
+``rope.kv_write`` (kv_write.py: RoPE fused with the paged KV-cache write; kv_placement.py checks the
+caches), ``rope.apply_qk_fp8`` (apply_qk_fp8.py: q and k rotated then quantised to float8 e4m3).
 ``spec`` is a :class:`RopeSpec` (spec.py). The mutants that name a fault are in diagnosis.py, the
 black-box identity checks in blackbox.py, the backward in backward.py. What the rotary families
 share lives in conformance/core: the rotation budgets (rotation_budgets.py, derived in
@@ -18,7 +20,8 @@ from conformance.rope.spec import RopeSpec
 
 FAMILY = Family(
     name="rope",
-    protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply"),
+    protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply",
+               "kv_write", "apply_qk_fp8"),
     codes={
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
@@ -66,6 +69,15 @@ FAMILY = Family(
         "cp-chunk-restart": "context parallelism (rope.cp_positions, rope.cp_apply): positions restart at 0 in "
                             "each chunk (or count the rank's own tokens): the chunk's offset in its sequence is "
                             "not added",
+        "kv-written-unrotated": "rope.kv_write: k written into the cache before RoPE (the cache holds k as given)",
+        "kv-wrong-slot": "rope.kv_write: a token's k and v written at another slot than slot_mapping's (the block "
+                         "table misread: slot = token index, block and offset swapped, ...)",
+        "kv-padding-written": "rope.kv_write: a padding token (slot -1) written into the cache (indexing with -1 "
+                              "writes the last slot)",
+        "kv-value-rotated": "rope.kv_write: v rotated like k before it was written",
+        "fp8-scale-inverted": "rope.apply_qk_fp8: the rotated values multiplied by the scale instead of divided",
+        "fp8-not-saturated": "rope.apply_qk_fp8: values past e4m3's largest finite 448 become NaN instead of +-448 "
+                             "(a cast that does not saturate: torch 2.11 eager, ml_dtypes, JAX)",
     },
     exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
 )

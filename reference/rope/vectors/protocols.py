@@ -12,7 +12,7 @@ import numpy as np
 from reference import rope
 from reference.golden.catalog import VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.rope import cp_vectors, module_vectors, oracle
+from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors, oracle
 
 from .fresh import _fresh_rotations, fresh_apply, fresh_apply_qk, fresh_frequencies
 from .records import QkTest, RopeTest
@@ -202,6 +202,7 @@ PROTOCOLS = {
     "rope.module": module_vectors.PROTOCOL,  # stateful modules: reference/rope/module_vectors.py
     "rope.cp_positions": cp_vectors.PROTOCOL,  # context-parallel gather: reference/rope/cp_vectors.py
     "rope.cp_apply": cp_vectors.APPLY_PROTOCOL,  # the rank's tokens rotated: reference/rope/cp_vectors.py
+    "rope.kv_write": kv_write_vectors.PROTOCOL,  # RoPE + paged KV-cache write: reference/rope/kv_write_vectors.py
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
         ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
@@ -220,3 +221,6 @@ PROTOCOLS = {
         (), PARAMS_SCHEMA, build_frequencies, compute_frequencies, shapes_frequencies,
         exact_frequencies, fresh=fresh_frequencies),
 }
+# RoPE then float8 quantisation: rope.apply_qk's arrays with the scales (reference/rope/fp8_vectors.py).
+PROTOCOLS["rope.apply_qk_fp8"] = fp8_vectors.protocol(build_apply_qk, compute_apply_qk, shapes_apply_qk, exact_apply_qk,
+                                                     PARAMS_SCHEMA)
