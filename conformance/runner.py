@@ -595,6 +595,9 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
         if _RANK.get(verdict, 0) > _RANK.get(result.verdict, 0):
             result.verdict = verdict
         return
+    if info.get("cotangent_written"):
+        result.notes.append("--grad: the backward wrote into its incoming gradient (grad_output) in place; the "
+                            "gradient is graded against the cotangent as given")
     applied = tuple(c.to(torch_dtype(d)) if d in tolerance.DTYPES else c
                     for c, d in zip(training["cotangents"], info.get("cotangent_dtypes", ())))
     grads = {role: info["grads"][k] if k < len(info["grads"]) else None for k, role in enumerate(roles)}
