@@ -35,10 +35,19 @@ Liger's [b, h, s, d]; bhsd is passed as it is. Needs ``liger-kernel`` and ``trit
 ``--triton-interpret``); the tests skip without them.
 """
 
-import torch
-from liger_kernel.ops.rope import LigerRopeFunction
+import os
 
-from conformance import Unsupported
+import torch
+
+if os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available():
+    # Triton compiles kernels for a GPU; without one they run only in Triton's interpreter, which
+    # must be on before liger_kernel is imported (triton.jit decides when the module loads).
+    raise ImportError("Liger's Triton kernels need a CUDA GPU, or Triton's interpreter on a CPU: "
+                      "posref conform ... --triton-interpret (TRITON_INTERPRET=1)")
+
+from liger_kernel.ops.rope import LigerRopeFunction  # noqa: E402
+
+from conformance import Unsupported  # noqa: E402
 
 
 def tables(positions, spec, dtype):
