@@ -727,6 +727,7 @@ def run(
 
         triton_interpret.enable()  # the callers set it before importing the target; children inherit it
         interpreter_notes = _triton_dtypes(opts)
+        launched_before = triton_interpret.launches()
     baseline = None
     if opts.expected_failures is not None:
         from conformance import baseline as baselines
@@ -835,7 +836,7 @@ def run(
     if opts.triton_interpret:
         from conformance import triton_interpret
 
-        report.triton_interpret = dict(triton_interpret.describe(), isolated=bool(opts.isolate))
+        report.triton_interpret = dict(triton_interpret.describe(launched_before), isolated=bool(opts.isolate))
     for guard in (invoker, compiled):
         if guard is not None and guard.note():
             report.notes.append(guard.note())

@@ -210,11 +210,19 @@ def compiled_kernels() -> list:
     return kernels()["compiled"]
 
 
-def describe() -> dict:
+def launches() -> dict:
+    """A copy of the launch counts so far (a run's own are those added after it: describe)."""
+    return dict(LAUNCHED)
+
+
+def describe(before: Optional[dict] = None) -> dict:
     """The report's ``triton_interpret`` field, read after grading: the Triton version, the kernels
     launched through the interpreter in this process (and how many launches), and the kernels
-    the loaded modules define that were decorated before TRITON_INTERPRET was set (compiled)."""
-    return {"triton": _triton_version(), "interpreted": sorted(LAUNCHED), "launches": sum(LAUNCHED.values()),
+    the loaded modules define that were decorated before TRITON_INTERPRET was set (compiled);
+    ``before`` (:func:`launches` at the run's start) leaves out earlier runs' launches."""
+    before = before or {}
+    ran = {name: n - before.get(name, 0) for name, n in LAUNCHED.items() if n > before.get(name, 0)}
+    return {"triton": _triton_version(), "interpreted": sorted(ran), "launches": sum(ran.values()),
             "compiled": compiled_kernels()}
 
 
@@ -263,4 +271,4 @@ def sample(cases: list, limit: int = MAX_ELEMENTS) -> tuple[list, list]:
 
 
 __all__ = ["ENV", "MAX_ELEMENTS", "bfloat16_problem", "case_elements", "compiled_kernels", "describe", "enable", "enabled", "kernels",
-           "line", "require", "sample", "unavailable"]
+           "launches", "line", "require", "sample", "unavailable"]

@@ -60,7 +60,8 @@ def test_liger_rope_forward_through_the_interpreter(interpreter):
     report = run_conformance(QK, "rope.apply_qk", triton_interpret=True, fresh=False, identities=False)
     info = report.triton_interpret
     assert info["interpreted"] == ["liger_kernel.ops.rope._triton_rope"] and info["launches"] > 0
-    assert info["compiled"] == [] and report.environment["TRITON_INTERPRET"] == "1"
+    assert not [k for k in info["compiled"] if k.startswith("liger_kernel.")] and \
+        report.environment["TRITON_INTERPRET"] == "1"
     assert report.environment["dtypes"] == ["float32"]  # bfloat16 left out: the interpreter cannot compute it
     cases = _qk_cases()
     graded = [c for c in report.cases if c.verdict != "skip"]
@@ -112,6 +113,7 @@ def test_liger_rope_backward_through_the_interpreter(interpreter):
         assert any("wrote into its incoming gradient" in n for n in c.notes), c.notes
 
 
+@pytest.mark.slow  # the rope.apply_qk tests cover the same kernel in the default selection
 def test_liger_rope_apply_small_shapes(interpreter):
     """rope.apply through Liger (x as its q) on the committed half-layout, unscaled cases of one
     head size: the cases of one head or one token are input-mutated, the others within budget."""
