@@ -79,7 +79,10 @@ def _triton():
 def interpreted(tmp_path, monkeypatch):
     """The kernel file's TARGET, with TRITON_INTERPRET unset now and restored after the test."""
     _triton()
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    # setenv first: it records the undo (delenv of an unset variable records none), so that the
+    # variable the run sets is gone after the test whatever it was before.
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.delenv("TRITON_INTERPRET")
     path = tmp_path / "triton_rope.py"
     path.write_text(KERNEL)
     return f"{path}:apply"
@@ -185,11 +188,14 @@ def test_reports_say_the_kernels_ran_in_the_interpreter(interpreted, tmp_path):
 def test_without_triton_the_option_is_a_one_line_usage_error(monkeypatch, capsys):
     from conformance.cli import main
 
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # restored after the test
+
     monkeypatch.setattr(triton_interpret, "unavailable", lambda: "Triton is not installed here (pip install triton)")
     code = main(["conform", f"{ROOT / 'examples' / 'rope' / 'hf_rotate_half.py'}:apply", "--protocol", "rope.apply",
                  "--triton-interpret", "--no-fresh"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "Triton is not installed" in err
+    assert __import__("os").environ["TRITON_INTERPRET"] == "0"  # nothing was set up
     with pytest.raises(OptionError, match="Triton is not installed"):
         run_conformance(f"{ROOT / 'examples' / 'rope' / 'hf_rotate_half.py'}:apply", "rope.apply",
                         triton_interpret=True)
@@ -242,3 +248,13 @@ def test_the_pytest_option_sets_the_variable_before_collection(tmp_path):
     assert with_option.returncode == 0, with_option.stdout[-2000:] + with_option.stderr[-2000:]
     without = subprocess.run(run, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert without.returncode == 1, without.stdout[-2000:]
+
+
+def test_the_tests_leave_the_variable_as_they_found_it(interpreted):
+    """The fixture's own check: a graded run sets TRITON_INTERPRET; the fixture's undo removes it
+    (a later test, or the seed sweep, must see the machine's own setting)."""
+    import os
+
+    run_conformance(interpreted, "rope.apply", triton_interpret=True, fresh=False, identities=False,
+                    cases=_one_case(), dtypes=("float32",))
+    assert os.environ.get("TRITON_INTERPRET") == "1"
