@@ -15,9 +15,14 @@ handed over already imported (the Python API with a callable) may hold such kern
 objects, autotuned and heuristics wrappers included), and the report says so: those kernels would
 be launched for a GPU and fail on CPU tensors, which the cases then show as ``raised``.
 
-The run's report carries ``triton_interpret``: ``{"triton": version, "interpreted": [kernels],
-"compiled": [kernels]}`` (conformance.results.Report), a line in every report, and the
-environment echo's ``TRITON_INTERPRET``.
+The run's report carries ``triton_interpret``: ``{"triton": version, "interpreted": [kernels this
+run launched through the interpreter], "launches": n, "compiled": [kernels decorated before the
+variable was set], "isolated": bool}`` (conformance.results.Report; launches are counted by
+wrapping ``InterpretedFunction.run`` in this process, so not those of --isolate's child), a line in
+every report, and the environment echo's ``triton`` and ``TRITON_INTERPRET``.
+
+bfloat16: the interpreter computes it on raw bits (:func:`bfloat16_problem`); the runner then
+grades float32 alone by default.
 
 Sizing: the interpreter runs each program instance of the grid in Python (Liger's RoPE kernel at
 [1, 32, 4096, 128]: 13 s a call on this machine), so under this option the default case selection
