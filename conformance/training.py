@@ -203,9 +203,15 @@ class TrainingCall:
         """torch.autograd.gradcheck of the adapter in its float inputs at grad_args."""
         import torch
 
-        self.fn(*args)  # Unsupported (and any plain failure) surfaces as the call's own outcome
-        opts = dict(plan["gradcheck"])
+        from conformance.core.tensors import same_bits
+
         idx = tuple(plan.get("grad_args", ()))
+        kept = {i: _get_arg(args, i).detach().clone() for i in idx}
+        self.fn(*args)  # Unsupported (and any plain failure) surfaces as the call's own outcome
+        # A call that writes into its inputs (Liger's Triton RoPE at one head) changes what
+        # gradcheck's finite differences perturb: said with the failure.
+        written = [i for i in idx if not same_bits(_get_arg(args, i), kept[i])]
+        opts = dict(plan["gradcheck"])
         base = list(args)
 
         def f(*xs):
@@ -226,6 +232,10 @@ class TrainingCall:
             first = next((t for t in text if t.strip()), "") if text else ""
             if type(exc).__name__ != "GradcheckError":
                 first = error_line(exc)
+            if written:
+                first += (f" (the call writes into its input argument{'s' if len(written) > 1 else ''} "
+                          f"{', '.join(str(i) for i in written)} in place, so the finite differences see "
+                          "inputs it has already rotated)")
             return {"gradcheck": False, "message": first}
 
 

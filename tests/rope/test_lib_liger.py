@@ -151,3 +151,13 @@ def test_liger_without_the_interpreter_does_not_import(monkeypatch):
 
     with pytest.raises(ImportError, match="--triton-interpret"):
         load_file(ROOT / "examples" / "rope" / "lib_liger.py")
+
+
+@pytest.mark.slow  # gradcheck through the interpreter: about 400 kernel launches (20 s here)
+def test_liger_gradcheck_failure_names_the_in_place_write(interpreter):
+    """The float64 gradcheck identity's input [1, 4, 1, 8] has one head: Liger rotates q and k in
+    place, so the finite differences are taken on rotated inputs; the failure says so."""
+    report = run_conformance(QK, "rope.apply_qk", triton_interpret=True, fresh=False, grad=True,
+                             cases="rope.apply_qk/llama3-d128/prefill-gqa4")
+    (check,) = [i for i in report.identities if i.id == "rope.apply_qk.gradcheck"]
+    assert check.verdict == "fail" and "writes into its input arguments 0, 1 in place" in check.message
