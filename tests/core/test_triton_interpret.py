@@ -229,15 +229,27 @@ def test_sample_keeps_small_cases_and_one_large_case_of_each_kind():
 
 @pytest.mark.slow  # two pytest sessions in subprocesses (7 s here)
 def test_the_pytest_option_sets_the_variable_before_collection(tmp_path):
-    """--posref-triton-interpret: the test module sees TRITON_INTERPRET=1 when it is imported."""
+    """--posref-triton-interpret: the test module sees TRITON_INTERPRET=1 when it is imported, so
+    a Triton kernel it imports is interpreted and conformance.cases(..., triton_interpret=True)
+    grades it; without the option both tests fail (the kernel is compiled: it raises on CPU)."""
     _triton()
+    (tmp_path / "triton_rope.py").write_text(KERNEL)
     test = tmp_path / "test_env.py"
-    test.write_text(textwrap.dedent('''
+    test.write_text(textwrap.dedent(f'''
         import os
         AT_IMPORT = os.environ.get("TRITON_INTERPRET")
 
+        import pytest
+        import conformance
+        from triton_rope import apply  # its kernel decorated now: interpreted only with the option
+
         def test_env():
             assert AT_IMPORT == "1"
+
+        @pytest.mark.parametrize("case", conformance.cases("rope.apply", cases={_one_case()!r}, dtypes=("float32",),
+                                                           triton_interpret=True))
+        def test_kernel(case):
+            case.check(apply)
     '''))
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -245,9 +257,10 @@ def test_the_pytest_option_sets_the_variable_before_collection(tmp_path):
            "--rootdir", str(tmp_path)]
     with_option = subprocess.run(run + ["--posref-triton-interpret"], capture_output=True, text=True, env=env,
                                  cwd=tmp_path, timeout=300)
-    assert with_option.returncode == 0, with_option.stdout[-2000:] + with_option.stderr[-2000:]
+    assert with_option.returncode == 0 and "2 passed" in with_option.stdout, \
+        with_option.stdout[-2000:] + with_option.stderr[-2000:]
     without = subprocess.run(run, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert without.returncode == 1, without.stdout[-2000:]
+    assert without.returncode == 1 and "2 failed" in without.stdout, without.stdout[-2000:]
 
 
 def test_the_tests_leave_the_variable_as_they_found_it(interpreted):
