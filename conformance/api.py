@@ -43,6 +43,7 @@ def run_conformance(
     model_config=None,
     compile: bool = False,
     compile_backend: str = "inductor",
+    triton_interpret: bool = False,
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -69,12 +70,20 @@ def run_conformance(
     torch.compile (backend ``compile_backend``, "inductor" by default; "aot_eager" or "eager" to
     debug), each as its own result (CaseResult.compiled); a case correct eagerly and wrong compiled
     is diagnosed compile-fault. Where torch.compile cannot run here, the eager half is graded and
-    Report.compile says why (conformance.compiled).
+    Report.compile says why (conformance.compiled). triton_interpret: run Triton kernels in Triton's
+    interpreter on CPU tensors: TRITON_INTERPRET=1 is set before a TARGET string is loaded (a
+    callable imported before that keeps compiled kernels; the report names them), and
+    Report.triton_interpret names the kernels that ran (conformance.triton_interpret); OptionError
+    where Triton is not installed.
     """
     from conformance.loader import load_target
 
     target = None
     fn = fn_or_target
+    if triton_interpret is True:
+        from conformance import triton_interpret as interpreter
+
+        interpreter.require()  # before the target (and its kernels) is imported
     if isinstance(fn_or_target, str):
         target = fn_or_target
         fn = None if isolate else load_target(target)
@@ -104,6 +113,7 @@ def run_conformance(
         model_config=None if model_config is None else str(model_config),
         compile=compile,
         compile_backend=compile_backend,
+        triton_interpret=triton_interpret,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

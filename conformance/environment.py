@@ -5,6 +5,7 @@ Versions come from package metadata, so numba is never imported just to name its
 
 from __future__ import annotations
 
+import os
 import platform
 from importlib import metadata
 
@@ -26,13 +27,15 @@ def device_name(device: str) -> str:
 
 
 def collect(device: str, dtypes) -> dict:
-    """{"python", "torch", "numpy", "numba", "posref", "device", "dtypes", "platform"}."""
+    """{"python", "torch", "numpy", "numba", "posref", "device", "dtypes", "platform"}, and where
+    TRITON_INTERPRET is set (--triton-interpret, conformance.triton_interpret) "triton" and
+    "TRITON_INTERPRET" as well."""
     import numpy
     import torch
 
     from reference import __version__
 
-    return {
+    found = {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": numpy.__version__,
@@ -42,3 +45,7 @@ def collect(device: str, dtypes) -> dict:
         "dtypes": list(dtypes),
         "platform": platform.platform(),
     }
+    if os.environ.get("TRITON_INTERPRET"):  # the kernels ran in Triton's interpreter
+        found["triton"] = _version("triton")
+        found["TRITON_INTERPRET"] = os.environ["TRITON_INTERPRET"]
+    return found

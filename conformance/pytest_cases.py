@@ -108,7 +108,10 @@ def cases(protocol: str, *, dtypes=None, cases: Optional[str] = None, **options)
     committed ones and those drawn from a new seed each session. ``compile=True`` (with
     ``compile_backend``) adds a second item per case and dtype, ``<case id>:<dtype>:compiled``,
     graded with the adapter under torch.compile; where torch.compile cannot run here, those items
-    skip with the reason and the eager ones are graded as usual.
+    skip with the reason and the eager ones are graded as usual. ``triton_interpret=True`` grades
+    Triton kernels through Triton's interpreter on CPU tensors (conformance.triton_interpret); the
+    kernels must be imported after TRITON_INTERPRET=1 is set: run pytest with
+    ``--posref-triton-interpret``, which sets it before collection.
     """
     import pytest
 

@@ -29,6 +29,12 @@ item per adapter, named after it::
 ``check()`` grades the adapter in this process with the table's options and writes the reports
 the table names; it fails with the summary (cause first) as ``assert_conforms`` does. The table is
 the nearest one from pytest's rootdir upward, or ``--posref-config FILE``.
+
+``--posref-triton-interpret`` sets TRITON_INTERPRET=1 at configuration, before collection imports
+the test modules (and the Triton kernels they import), and makes the fixture grade with
+``triton_interpret=True`` (conformance.triton_interpret); ``posref_conform(fn, ...,
+triton_interpret=True)`` and ``conformance.cases(..., triton_interpret=True)`` take the keyword as
+any other run option.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pytest
 
 OPTION = "--posref-expected-failures"
 CONFIG_OPTION = "--posref-config"
+TRITON_OPTION = "--posref-triton-interpret"
 
 
 def pytest_addoption(parser):
@@ -49,6 +56,21 @@ def pytest_addoption(parser):
         CONFIG_OPTION, metavar="FILE", default=None,
         help="posref: the posref.toml or pyproject.toml whose [tool.posref] adapters parametrize the "
              "posref_adapter fixture (default: the nearest one from the rootdir upward)")
+    group.addoption(
+        TRITON_OPTION, action="store_true", default=False,
+        help="posref: set TRITON_INTERPRET=1 before the test modules are imported (Triton kernels then run in "
+             "Triton's interpreter on CPU tensors) and grade with triton_interpret=True in posref_conform")
+
+
+def pytest_configure(config):
+    if config.getoption(TRITON_OPTION, default=False):
+        from conformance.errors import UsageError
+        from conformance import triton_interpret
+
+        try:
+            triton_interpret.require()  # before collection imports the test modules and their kernels
+        except UsageError as exc:
+            raise pytest.UsageError(f"{TRITON_OPTION}: {exc}") from None
 
 
 class ProjectAdapter:
@@ -80,6 +102,10 @@ class ProjectAdapter:
             args.target = project.absolute_target(args.target, self.root)
             check_report_paths(args)
             opts = options_from_args(args)
+            if opts.triton_interpret:
+                from conformance import triton_interpret
+
+                triton_interpret.require()  # before the adapter (and its kernels) is imported
             report = run(None if opts.isolate else load_target(args.target), opts, target=args.target)
             write_outputs(args, report)
         except UsageError as exc:  # the table's mistake or a target that does not load: one line
@@ -146,6 +172,8 @@ def posref_conform(request):
         path = request.config.getoption(OPTION, default=None)
         if path and "expected_failures" not in options:
             options["expected_failures"] = path
+        if request.config.getoption(TRITON_OPTION, default=False):
+            options.setdefault("triton_interpret", True)
         return assert_conforms(fn, protocol=protocol, **options)
 
     return _conform

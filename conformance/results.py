@@ -130,6 +130,8 @@ class Report:
     training: Optional[dict] = None  # {"grad": bool, "autocast": dtype or None} under --grad / --autocast
     model: Optional[dict] = None  # the model graded at (conformance.model): {"name", "source"} or {"name", "config", "sha256"}
     compile: Optional[dict] = None  # --compile: {"backend", "ran": bool, "reason": why not, or None}
+    # --triton-interpret: {"triton": version, "interpreted": [kernels], "compiled": [kernels], "isolated"}
+    triton_interpret: Optional[dict] = None
 
     def summary(self) -> dict:
         """Counts per verdict; a failure the baseline expects counts as ``xfail``, not as fail or
@@ -171,6 +173,8 @@ class Report:
         }
         if self.compile is not None:  # only under --compile: documents of other runs keep their keys
             doc["compile"] = self.compile
+        if self.triton_interpret is not None:  # only under --triton-interpret, likewise
+            doc["triton_interpret"] = self.triton_interpret
         return doc
 
     @classmethod

@@ -92,6 +92,9 @@ class Options:
     # as its own result; compile_backend is torch.compile's backend ("inductor", "aot_eager", ...).
     compile: bool = False
     compile_backend: str = "inductor"
+    # Run Triton kernels in Triton's interpreter on CPU tensors (conformance.triton_interpret):
+    # TRITON_INTERPRET=1 is set before the target is imported.
+    triton_interpret: bool = False
 
 
 def check_options(opts: Options) -> Options:
@@ -139,6 +142,7 @@ def check_options(opts: Options) -> Options:
         raise OptionError(f"shapes must be one of {', '.join(SHAPES)}, got {opts.shapes!r}")
     _check_training(opts, proto)
     _check_compile(opts)
+    _check_triton(opts)
     for name in ("timeout", "max_time"):
         try:
             setattr(opts, name, check_timeout(getattr(opts, name)))
@@ -289,6 +293,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--autocast", opts.autocast]
         if backend:
             parts += ["--compile"] + (["--compile-backend", backend] if backend != "inductor" else [])
+        if opts.triton_interpret:
+            parts += ["--triton-interpret"]
         return " ".join(shlex.quote(p) for p in parts)
     return (
         "from conformance import run_conformance; "
@@ -302,6 +308,7 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         + (f", autocast={opts.autocast!r}" if opts.autocast else "")
         + (", compile=True" if backend else "")
         + (f", compile_backend={backend!r}" if backend and backend != "inductor" else "")
+        + (", triton_interpret=True" if opts.triton_interpret else "")
         + ").summary())"
     )
 
@@ -588,6 +595,9 @@ def _grade_training(proto, case, spec, prepared, training: dict, graded, opts: O
         if _RANK.get(verdict, 0) > _RANK.get(result.verdict, 0):
             result.verdict = verdict
         return
+    if info.get("cotangent_written"):
+        result.notes.append("--grad: the backward wrote into its incoming gradient (grad_output) in place; the "
+                            "gradient is graded against the cotangent as given")
     applied = tuple(c.to(torch_dtype(d)) if d in tolerance.DTYPES else c
                     for c, d in zip(training["cotangents"], info.get("cotangent_dtypes", ())))
     grads = {role: info["grads"][k] if k < len(info["grads"]) else None for k, role in enumerate(roles)}
@@ -712,6 +722,12 @@ def run(
 
     opts = check_options(dataclasses.replace(opts))
     proto = registry.get(opts.protocol)
+    if opts.triton_interpret:
+        from conformance import triton_interpret
+
+        triton_interpret.enable()  # the callers set it before importing the target; children inherit it
+        interpreter_notes = _triton_dtypes(opts)
+        launched_before = triton_interpret.launches()
     baseline = None
     if opts.expected_failures is not None:
         from conformance import baseline as baselines
@@ -752,6 +768,7 @@ def run(
         opts.seed = fresh_seed(opts)
         fresh = fresh_cases(opts.protocol, opts.seed, shapes=opts.shapes)
     cases = select_cases(opts.protocol, opts.cases, opts.vectors_dir, golden_cases, fresh)
+    cases, interpreted_out = _triton_sample(cases, opts)
 
     report = Report(
         suite_version=suite_version,
@@ -790,6 +807,9 @@ def run(
         report.notes.append(f"--dtype {','.join(opts.dtypes)} does not apply to {opts.protocol}: its adapter "
                             "receives no tensor in a dtype, so each case is graded once, in the dtype of "
                             "the output it returns")
+    if opts.triton_interpret:
+        _triton_notes(report, opts, interpreted_out)
+        report.notes.extend(interpreter_notes)
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}
@@ -815,6 +835,10 @@ def run(
             invoker.close()
             if compiled is not None:
                 compiled.close()
+    if opts.triton_interpret:
+        from conformance import triton_interpret
+
+        report.triton_interpret = dict(triton_interpret.describe(launched_before), isolated=bool(opts.isolate))
     for guard in (invoker, compiled):
         if guard is not None and guard.note():
             report.notes.append(guard.note())
@@ -936,6 +960,72 @@ def _compile_fault(eager, result, opts: Options) -> None:
     found = compile_fault(eager, result, opts.compile_backend)
     if found is not None:
         result.diagnoses.insert(0, found)
+
+
+# ------------------------------------------------------------------------------------------
+# --triton-interpret (conformance.triton_interpret; docs/design.md, "Triton kernels on a CPU")
+
+
+def _check_triton(opts: Options) -> None:
+    if not isinstance(opts.triton_interpret, bool):
+        raise OptionError(f"triton_interpret must be True or False, got {opts.triton_interpret!r}")
+    if not opts.triton_interpret:
+        return
+    if not str(opts.device).startswith("cpu"):
+        raise OptionError(f"--triton-interpret runs Triton kernels in the interpreter on CPU tensors: leave "
+                          f"--device {opts.device} out (on a GPU the kernels run compiled without it)")
+    from conformance import triton_interpret
+
+    reason = triton_interpret.unavailable()
+    if reason is not None:
+        raise OptionError(reason)
+
+
+def _triton_dtypes(opts: Options) -> list:
+    """Where the interpreter cannot compute in bfloat16 (conformance.triton_interpret.bfloat16_problem):
+    the default dtypes become float32 alone, and an explicit --dtype bfloat16 is graded with a
+    warning. Returns the notes."""
+    from conformance import triton_interpret
+
+    if "bfloat16" not in opts.dtypes:
+        return []
+    problem = triton_interpret.bfloat16_problem()
+    if problem is None:
+        return []
+    if tuple(opts.dtypes) == DEFAULT_DTYPES:
+        opts.dtypes = tuple(d for d in opts.dtypes if d != "bfloat16")
+        return [f"--triton-interpret: bfloat16 is not graded by default: {problem}; grade bfloat16 on a GPU "
+                "without --triton-interpret (or ask for it with --dtype bfloat16)"]
+    return [f"--triton-interpret: {problem}; the bfloat16 results show the interpreter's arithmetic, not the "
+            "kernel's on a GPU"]
+
+
+def _triton_sample(cases: list, opts: Options) -> tuple[list, list]:
+    """Under --triton-interpret with --shapes sample and no --cases: the cases the interpreter
+    grades in minutes (conformance.triton_interpret.sample), and those left out."""
+    if not opts.triton_interpret or opts.shapes == "full" or opts.cases:
+        return cases, []
+    from conformance import triton_interpret
+
+    return triton_interpret.sample(cases)
+
+
+def _triton_notes(report: Report, opts: Options, left_out: list) -> None:
+    from conformance import triton_interpret
+
+    report.notes.append("--triton-interpret: TRITON_INTERPRET=1 was set before the target was imported; the "
+                        "Triton kernels run in Triton's interpreter on CPU tensors, which cannot see races, "
+                        "shared-memory limits or a GPU's fast-math numerics (docs/design.md)")
+    if left_out:
+        report.notes.append(f"--triton-interpret: {len(left_out)} case(s) over {triton_interpret.MAX_ELEMENTS} "
+                            "input elements left out (one of each kind kept, the interpreter runs every program "
+                            "instance in Python); --shapes full grades them all")
+    early = triton_interpret.compiled_kernels()
+    if early:
+        report.notes.append(f"--triton-interpret: {len(early)} Triton kernel(s) were imported before "
+                            f"TRITON_INTERPRET was set and run compiled, not interpreted ({', '.join(early[:3])}"
+                            f"{', ...' if len(early) > 3 else ''}): import the adapter after setting it, or "
+                            "grade it by its TARGET string or with --isolate")
 
 
 def _describe(fn) -> str:

@@ -23,7 +23,8 @@ runs outside autocast (as torch recommends). The call returns
     {"output": the output, detached,
      "grads": (gradient or None per grad_arg),            None: no gradient reached that input
      "cotangent_dtypes": (dtype name per output),         the cotangent is cast to its output's dtype
-     "problem": None or one line}                         why no gradient could be computed
+     "problem": None or one line,                         why no gradient could be computed
+     "cotangent_written": [output index]}                 outputs whose cotangent the backward overwrote
 
 or the plain (detached) output when no gradient is wanted (autocast only). In-process the runner
 calls ``make_invoker(TrainingCall(fn), ...)``; isolated (--isolate) the child loads TARGET with
@@ -173,16 +174,24 @@ class TrainingCall:
                                  "(computed under no_grad, .detach(), .data or a NumPy round trip)")
             return result
         usable = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+        # The adapter's backward gets copies: one that writes into its incoming gradient (Liger's
+        # Triton RoPE rotates grad_output in place) must not change the cotangent the gradient is
+        # graded against. Whether it wrote is kept for a note.
+        given = [c.to(device=o.device, dtype=o.dtype, copy=True) for o, c in pairs]
+        pristine = [g.clone() for g in given]
         try:
             grads = torch.autograd.grad([o for o, _ in pairs],
                                         usable,
-                                        grad_outputs=[c.to(device=o.device, dtype=o.dtype) for o, c in pairs],
+                                        grad_outputs=given,
                                         allow_unused=True)
         except Exception as exc:  # noqa: BLE001 - the backward's failure is the finding
             from conformance.isolation import error_line
 
             result["problem"] = f"the backward pass raised {error_line(exc)}"
             return result
+        from conformance.core.tensors import same_bits
+
+        result["cotangent_written"] = [i for i, (g, p) in enumerate(zip(given, pristine)) if not same_bits(g, p)]
         got = iter(grads)
         result["grads"] = tuple(
             _grad_or_none(next(got)) if isinstance(t, torch.Tensor) and t.requires_grad else None
@@ -194,9 +203,15 @@ class TrainingCall:
         """torch.autograd.gradcheck of the adapter in its float inputs at grad_args."""
         import torch
 
-        self.fn(*args)  # Unsupported (and any plain failure) surfaces as the call's own outcome
-        opts = dict(plan["gradcheck"])
+        from conformance.core.tensors import same_bits
+
         idx = tuple(plan.get("grad_args", ()))
+        kept = {i: _get_arg(args, i).detach().clone() for i in idx}
+        self.fn(*args)  # Unsupported (and any plain failure) surfaces as the call's own outcome
+        # A call that writes into its inputs (Liger's Triton RoPE at one head) changes what
+        # gradcheck's finite differences perturb: said with the failure.
+        written = [i for i in idx if not same_bits(_get_arg(args, i), kept[i])]
+        opts = dict(plan["gradcheck"])
         base = list(args)
 
         def f(*xs):
@@ -217,6 +232,10 @@ class TrainingCall:
             first = next((t for t in text if t.strip()), "") if text else ""
             if type(exc).__name__ != "GradcheckError":
                 first = error_line(exc)
+            if written:
+                first += (f" (the call writes into its input argument{'s' if len(written) > 1 else ''} "
+                          f"{', '.join(str(i) for i in written)} in place, so the finite differences see "
+                          "inputs it has already rotated)")
             return {"gradcheck": False, "message": first}
 
 

@@ -118,6 +118,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--compile-backend", default="inductor", metavar="NAME",
                    help="torch.compile's backend under --compile (default inductor; aot_eager or eager to tell "
                         "a fault of dynamo's tracing from one of inductor's code)")
+    p.add_argument("--triton-interpret", action="store_true",
+                   help="run Triton kernels in Triton's interpreter on CPU tensors: TRITON_INTERPRET=1 is set "
+                        "before TARGET is imported (and in --isolate's child); large cases are sampled (one of "
+                        "each kind over 2^20 input elements; --shapes full grades them all). Needs triton")
     debug = p.add_mutually_exclusive_group()
     debug.add_argument("--pdb", dest="debug", action="store_const", const="pdb", default=None,
                        help="on the first exception the adapter raises, open pdb's post-mortem in its "
@@ -182,6 +186,7 @@ def options_from_args(args):
         model_config=args.model_config,
         compile=args.compile,
         compile_backend=args.compile_backend,
+        triton_interpret=bool(getattr(args, "triton_interpret", False)),
     )
 
 
@@ -207,6 +212,10 @@ def run(args) -> int:
     _check_vectors_dir(args)
     check_report_paths(args)  # a report that cannot be written: exit 2 before a long run
     _tell_supervisor(args, opts)
+    if opts.triton_interpret:
+        from conformance import triton_interpret
+
+        triton_interpret.require()  # before TARGET (and its kernels) is imported
     fn = None if args.isolate else load_target(args.target)
     # A report written to stdout (--json -) keeps stdout to itself: the terminal report goes to stderr.
     from conformance.reports.terminal import default_console

@@ -125,7 +125,8 @@ class RotationApply(Protocol):
                                           prepared.device)
         if out is not None:
             out = from_layout(out, spec)
-        problems += mutation_problems(prepared.watched)
+        b, s, h, _ = x.shape  # the [batch, seq, heads, head_dim] frame
+        problems += mutation_problems(prepared.watched, {"x": f"{h} head{'s' if h != 1 else ''}, {s} token{'s' if s != 1 else ''}"})
         graded = Graded(problems=problems, output_f64=out, output_dtype=got)
         if out is None:
             return graded

@@ -141,9 +141,14 @@ def nonfinite_problem(out: np.ndarray, expected: np.ndarray, what: str) -> Optio
     return None
 
 
-def mutation_problems(watched: dict) -> list:
-    """input-mutated for each watched input tensor whose bits differ from its pristine clone."""
-    return [Diagnosis("input-mutated", f"the input tensor {name} was modified in place")
+def mutation_problems(watched: dict, detail: Optional[dict] = None) -> list:
+    """input-mutated for each watched input tensor whose bits differ from its pristine clone;
+    ``detail`` (name -> words, e.g. "1 KV head for 8 query heads, 4 tokens") goes into the message
+    after the name: whether a kernel writes into its input can hang on the shape (Liger's RoPE
+    does when the transpose it makes is already contiguous: one head, or one token)."""
+    detail = detail or {}
+    return [Diagnosis("input-mutated", f"the input tensor {name}{f' ({detail[name]})' if detail.get(name) else ''} "
+                                       "was modified in place")
             for name, (tensor, pristine) in watched.items() if not same_bits(tensor, pristine)]
 
 

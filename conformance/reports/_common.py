@@ -316,6 +316,17 @@ def compile_line(report) -> str:
             "but wrong compiled (compile-fault)")
 
 
+def triton_line(report) -> str:
+    """One line on --triton-interpret, "" without it: the kernels ran in Triton's interpreter
+    (conformance.triton_interpret.line)."""
+    info = getattr(report, "triton_interpret", None)
+    if not isinstance(info, dict):
+        return ""
+    from conformance.triton_interpret import line
+
+    return line(info) + (" (in the isolated child)" if info.get("isolated") else "")
+
+
 def not_a_report_file(path) -> str | None:
     """Why ``path`` must not be replaced by a report ("is a symbolic link: ...", "is a FIFO:
     ..."), or None for a regular file or a path that does not exist yet. Reports are written by

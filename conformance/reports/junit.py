@@ -22,7 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from conformance.reports._common import case_reason, citation, codes, compile_line, failure_details, fmt_float, \
-    grad_overview, grad_summary, messages, output_dtype_note, summary_line, write_text_atomic
+    grad_overview, grad_summary, messages, output_dtype_note, summary_line, triton_line, write_text_atomic
 
 # Characters XML 1.0 cannot carry at all (not even escaped); exception messages may hold them.
 _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -87,6 +87,8 @@ def build(report) -> ET.Element:
         fields.append(("posref.grad", grad_overview(report)))
     if compile_line(report):
         fields.append(("posref.compile", compile_line(report)))
+    if triton_line(report):
+        fields.append(("posref.triton_interpret", triton_line(report)))
     for name, value in fields:
         _sub(props, "property", name=name, value=value)
 

@@ -19,7 +19,7 @@ import re
 from conformance.isolation import printable
 from conformance.reports._common import autocast_overview, case_reason, codes, fmt_float, grad_overview, \
     graded_gradients, messages, model_line, output_dtype_note, summary_line, worst_grad_role, write_text_atomic, \
-    case_name, compile_line, compiled_mark
+    case_name, compile_line, compiled_mark, triton_line
 
 MAX_ROWS = 50  # a review comment stays readable; the JSON report has everything
 MAX_MESSAGES = 4  # distinct messages shown per cause, as in the terminal report
@@ -131,6 +131,7 @@ def render(report, *, max_rows: int = MAX_ROWS) -> str:
     grads = graded_gradients(report)
     training = ([grad_overview(report)] if grads else []) + autocast_overview(report)
     training += [compile_line(report)] if compile_line(report) else []
+    training += [triton_line(report)] if triton_line(report) else []
     if training:
         out += [f"- {_text(line)}" for line in training] + [""]
     if report.baseline:

@@ -19,7 +19,7 @@ import sys
 
 from conformance.reports._common import autocast_overview, case_reason, codes, failure_details, fmt_float, \
     case_name, compile_line, grad_overview, grad_summary, identity_counts, model_line, output_dtype_note, \
-    summary_line
+    summary_line, triton_line
 from conformance.reports.causes import failure_causes, merge, skip_reasons
 
 VERDICT_STYLES = {
@@ -193,6 +193,8 @@ def report_lines(report, *, verbosity: int = 0, width: int = 80, wrap_summary: b
         out.add(line, indent=2)
     if compile_line(report):
         out.add(compile_line(report), indent=2)
+    if triton_line(report):
+        out.add(triton_line(report), indent=2)
 
     unexpected = [c for c in report.cases if not c.expected_failure]
     causes = failure_causes(unexpected, registry.codes())

@@ -89,7 +89,8 @@ class RopeApplyQk(Protocol):
                 d.message = d.message.replace("the output", f"{role}_rot")
             graded[role] = g
 
-        out = Graded(problems=[d for g in graded.values() for d in g.problems] + mutation_problems(prepared.watched))
+        out = Graded(problems=[d for g in graded.values() for d in g.problems]
+                     + mutation_problems(prepared.watched, self._shapes(prepared)))
         if any(not g.gradable for g in graded.values()):
             return out
         out.output_f64 = {role: graded[role].output_f64 for role in ROLES}
@@ -108,6 +109,16 @@ class RopeApplyQk(Protocol):
             out.curve[profile] = graded[worst].curve.get(profile, [])
             out.notes[profile] = graded["q"].notes.get(profile, [])
         return out
+
+    @staticmethod
+    def _shapes(prepared) -> dict:
+        """Head and token counts of q and k, for the input-mutated message (whether a kernel writes
+        into its input can depend on them)."""
+        q, k = prepared.inputs_f64["q"].shape, prepared.inputs_f64["k"].shape  # [b, s, h, d] frame
+        tokens = f"{q[1]} token{'s' if q[1] != 1 else ''}"
+        return {"q": f"{q[2]} query head{'s' if q[2] != 1 else ''}, {tokens}",
+                "k": f"{k[2]} KV head{'s' if k[2] != 1 else ''} for {q[2]} query head{'s' if q[2] != 1 else ''}, "
+                     f"{tokens}"}
 
     def locate(self, case, spec, prepared, index) -> str:
         role = ROLES[int(index[0])]
