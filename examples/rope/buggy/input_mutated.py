@@ -2,7 +2,7 @@
 
 The returned values are right, but the caller's query/key tensor is overwritten: applying the
 embedding twice (or reusing x for a residual) silently goes wrong. Expected diagnosis:
-``input-mutated`` ("the input tensor x was modified in place"), from the black-box "inputs not
+``input-mutated`` ("the input tensor x (N heads, S tokens) was modified in place"), from the black-box "inputs not
 mutated" check and the runner's output validation.
 """
 
