@@ -37,7 +37,8 @@ def _liger_supports(params) -> bool:
 def test_liger_mrope_through_the_interpreter(interpreter, grad):
     from reference.golden import store
 
-    params = {c.id: c.params for c in store.iter_cases("mrope.apply")}
+    stored = {c.id: c for c in store.iter_cases("mrope.apply")}
+    params = {i: c.params for i, c in stored.items()}
     report = run_conformance(TARGET, "mrope.apply", triton_interpret=True, fresh=False, identities=False, grad=grad)
     assert report.triton_interpret["interpreted"] == ["liger_kernel.ops.qwen2vl_mrope._triton_qwen2vl_mrope"]
     graded = 0
@@ -46,6 +47,9 @@ def test_liger_mrope_through_the_interpreter(interpreter, grad):
             assert c.verdict == "skip" and "qwen2" in c.notes[0], (c.id, c.verdict, c.notes)
             continue
         graded += 1
+        if stored[c.id].arrays["x"].shape[1] == 1:  # one token: Liger rotates the caller's x in place
+            assert c.verdict == "fail" and [d.code for d in c.diagnoses] == ["input-mutated"], (c.id, c.diagnoses)
+            continue
         assert c.verdict in ("pass", "acceptable"), (c.id, c.verdict, [d.message for d in c.diagnoses])
         if grad:
             assert c.grad["verdict"] in ("pass", "acceptable") and "x" in c.grad["inputs"], c.grad
