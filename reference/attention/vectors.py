@@ -99,6 +99,7 @@ NOTES = {
                 "links": [HF_LLAMA]},
     "LargePosition": {"bugType": "EDGE_CASE", "description": "Positions in the thousands: float32 angles lose "
                       "digits; prefill attention depends only on relative positions.", "links": [HF_LLAMA]},
+    **mla_vectors.NOTES,  # attention.mla's flags: reference/attention/mla_vectors.py
 }
 
 
