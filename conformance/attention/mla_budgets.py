@@ -21,8 +21,22 @@ and bfloat16 inputs), g = angle_roundoff(profile); gamma(n) = n a / (1 - n a).
    - 1), L = log sum_k p_k e^(E_k), with the arithmetic a |z_j - max| + gamma(n + 6) + u).
 4. Output o = sum_j p_j v_j (v exact): E_o = sum_j E_p,j |v_j| + gamma(n) sum_j M_p,j |v_j| + u |o|.
 
-Budget = E_o + T's smallest subnormal. The reference's own error (NumPy float64 with the rope from
-reference.rope) is a few units of 2^-53 on the same magnitudes, far below every term.
+Budget (float32, float64) = E_o + T's smallest subnormal. The reference's own error (NumPy float64
+with the rope from reference.rope) is a few units of 2^-53 on the same magnitudes, far below every
+term.
+
+float16 and bfloat16: attention.forward's half-precision bound (conformance/attention/half.py: every
+rounding to T propagated to first order with its exact sensitivity, combined by Hoeffding at
+LAMBDA = 7, plus the softmax's second order), because the running bound above adds absolute values
+at every stage and is 40 times wider than a correct layer's error there (bfloat16: zeros at 1.34
+budgets, a missing m^2 passed half the catalog). MLA is put in that bound's terms exactly
+(``as_attention``): per head the query [q_pe' | q_nope] and key [k_pe' | k_nope] (the rope features
+first, as rotary_dim = d_rope; a dot product does not depend on the features' order), both times
+m (so that 1/sqrt(d_qk) on them is c: every rounding bound and sensitivity moves together), zero
+features padding q, k or v to d = max(d_qk, d_v), num_kv_heads = num_heads (the shared rope key
+copied per head: one output element reads one head), no projection (X = 0, W_o = I). What that
+bound adds beyond MLA's own roundings: the stored q, k, v before RoPE (u |x|: here they are exact
+inputs) and W_o's accumulation (gamma(h d) |o|, in float32): a few per cent of the budget.
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from conformance.attention.budgets import gamma, rope_budget
+from conformance.attention.half import half_budget, is_half
+from conformance.attention.spec import AttentionSpec
 from conformance.core import tolerance
 
 
@@ -87,6 +103,38 @@ def forward_bounds(st: dict, spec, dtype: str, profile: str) -> dict:
     return {"q": Eq, "k": Ek, "z": np.where(vis, Ez, 0.0), "p": Ep, "out": Eo}
 
 
+def as_attention(st: dict, spec):
+    """(stages, AttentionSpec) of attention.forward that compute MLA's output head by head (module
+    docstring): reference.attention.stages' keys from MLA's stages, d = max(d_qk, d_v)."""
+    b, s, h, dn = st["q_nope"].shape
+    r, dv = spec.d_rope, spec.d_v
+    d = max(dn + r, dv)
+    m = np.sqrt(st["scale"] * np.sqrt(d))  # (m q) . (m k) / sqrt(d) = c q . k
+
+    def head(first, rest, width):
+        x = np.concatenate([first, rest], axis=-1) * m
+        return np.concatenate([x, np.zeros((*x.shape[:3], width - x.shape[-1]))], axis=-1)
+
+    kp = np.broadcast_to(st["k_pe"], st["q_pe"].shape)
+    kr = np.broadcast_to(st["kr"], st["q_pe"].shape)
+    v = np.concatenate([st["v"], np.zeros((b, s, h, d - dv))], axis=-1)
+    out = np.concatenate([st["out"], np.zeros((b, s, h, d - dv))], axis=-1).reshape(b, s, h * d)
+    hd = h * d  # the model width: W_o = I maps the heads' outputs onto it
+    view = dict(X=np.zeros((b, s, hd)), W={"wq": np.zeros((hd, hd)), "wk": np.zeros((hd, hd)),
+                                           "wv": np.zeros((hd, hd)), "wo": np.eye(hd)},
+                q=head(st["q_pe"], st["q_nope"], d), qr=head(st["qr"], st["q_nope"], d),
+                k=head(kp, st["k_nope"], d), keys=head(kr, st["k_nope"], d), v=v, values=v, z=st["z"], p=st["p"],
+                o=out, out=out, vis=np.broadcast_to(st["vis"], (b, s, s)), kpos=st["positions"])
+    aspec = AttentionSpec(num_heads=h, num_kv_heads=h, head_dim=d, causal=spec.causal, encoding="rope",
+                          base=spec.base, rotary_dim=r, layout=spec.layout, scaling=spec.scaling)
+    return view, aspec
+
+
 def forward_budget(st: dict, spec, dtype: str, profile: str) -> np.ndarray:
-    """float64 [b, s, h, d_v]: the budget of every output element."""
+    """float64 [b, s, h, d_v]: the budget of every output element (half precision: half.py's
+    bound on as_attention's view; otherwise the running bound)."""
+    if is_half(dtype):
+        view, aspec = as_attention(st, spec)
+        b, s, h, _ = st["out"].shape
+        return half_budget(view, aspec, st["positions"], dtype, profile).reshape(b, s, h, -1)[..., :spec.d_v]
     return forward_bounds(st, spec, dtype, profile)["out"] + tolerance.SMALLEST_SUBNORMAL[dtype]

@@ -150,7 +150,7 @@ CORRECT = ("mla_torch.py", "lib_transformers_mla.py")
 def test_correct_examples_pass_the_catalog(example, dtype):
     fn = load_target(f"{EXAMPLES / example}:mla")
     ratios = grade(fn, catalog(), dtype)
-    assert len(ratios) == 7 and max(r for _, r, _ in ratios) < 0.1, ratios
+    assert len(ratios) == 7 and max(r for _, r, _ in ratios) < 0.25, ratios  # measured: 0.03 float32, 0.15 half
 
 
 def _zeros(q_nope, q_pe, k_nope, k_pe, v, positions, spec):
@@ -162,7 +162,7 @@ def _zeros(q_nope, q_pe, k_nope, k_pe, v, positions, spec):
 @pytest.mark.parametrize("dtype", ("float32", "bfloat16", "float16"))
 def test_zeros_fail_every_case(dtype):
     ratios = grade(_zeros, catalog(), dtype)
-    assert min(r for _, r, _ in ratios) > 1.5, ratios
+    assert min(r for _, r, _ in ratios) > 15, ratios  # measured: 1215 float32, 20.8 bfloat16, 172 float16
 
 
 BUGGY = {"mla_mscale_missing.py": "mla-mscale-missing", "mla_mscale_wrong_field.py": "mla-mscale-wrong-field",
@@ -184,6 +184,19 @@ def test_each_fault_fails_in_float32_with_its_code(name):
         assert len(failing) == 7
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
+def test_half_precision_fails_every_case_float32_fails(dtype):
+    """The half-precision bound (half.py's, on MLA's view) keeps the faults visible: each buggy
+    example fails in bfloat16 and float16 every catalog case it fails in float32 (the closest:
+    mscale read from the wrong field at factor 4, m^2 off by 7%: 1.18 budgets in bfloat16)."""
+    for name, code in BUGGY.items():
+        fn = load_target(f"{EXAMPLES / 'buggy' / name}:mla")
+        f32 = {i for i, r, _ in grade(fn, catalog(), "float32") if r > 1}
+        half = {i: (r, c) for i, r, c in grade(fn, catalog(), dtype)}
+        assert all(half[i][0] > 1 and half[i][1] == [code] for i in f32), (name, half)
+
+
 def test_runner_grades_the_transformers_example_end_to_end():
     report = run_conformance(f"{EXAMPLES / 'lib_transformers_mla.py'}:mla", MLA, dtypes=("float32",), seed=7)
     assert report.summary()["overall"] == "pass" and len(report.cases) == 8
@@ -191,8 +204,9 @@ def test_runner_grades_the_transformers_example_end_to_end():
 
 @pytest.mark.slow
 def test_calibration_over_fresh_seeds():
-    """60 seeds of fresh cases: both correct examples stay far inside the budget in float32 and
-    bfloat16 (measured max 0.03), zeros and every buggy example fail where their fault shows."""
+    """60 seeds of fresh cases: both correct examples stay inside the budget in float32 and bfloat16
+    (measured max 0.027 and 0.168), zeros fail (min 1215 float32, 19.8 bfloat16), the missing m^2
+    fails float32 by 17.5 budgets or more with its code."""
     fns = {e: load_target(f"{EXAMPLES / e}:mla") for e in CORRECT}
     worst = {}
     for seed in range(60):
@@ -200,7 +214,7 @@ def test_calibration_over_fresh_seeds():
         for dtype in ("float32", "bfloat16"):
             for name, fn in fns.items():
                 worst[name, dtype] = max(worst.get((name, dtype), 0.0), grade(fn, cases, dtype)[0][1])
-            assert grade(_zeros, cases, dtype)[0][1] > 1.0
+            assert grade(_zeros, cases, dtype)[0][1] > 10
         fault = grade(load_target(f"{EXAMPLES / 'buggy' / 'mla_mscale_missing.py'}:mla"), cases, "float32")[0]
-        assert fault[1] > 40 and fault[2] == ["mla-mscale-missing"]
-    assert max(worst.values()) < 0.1, worst
+        assert fault[1] > 10 and fault[2] == ["mla-mscale-missing"]
+    assert max(worst.values()) < 0.25, worst
