@@ -13,8 +13,8 @@ Grading: against reference.attention.mla on the inputs as rounded to the dtype, 
 more). Budget: attention.forward's running bound without the projections (mla_budgets.py,
 docs/tolerance.md "MLA").
 
-Diagnosis (codes in conformance/attention/__init__.py; fault models recomputed with the reference, fitted as attention.forward fits its own:
-within four budgets of the model, at least twice as close to it as to the reference, the model
+Diagnosis (codes in conformance/attention/__init__.py; fault models recomputed with the reference,
+fitted as attention.forward fits its own: within four budgets of the model, at least twice as close to it as to the reference, the model
 itself more than a budget away): ``mla-mscale-missing`` (logit scale d_qk^-1/2 without m^2:
 transformers' DeepSeek-V2 and Mistral 4 before PR 47435), ``mla-mscale-wrong-field`` (m from
 ``mscale`` instead of ``mscale_all_dim``: Megatron-LM issue 1429), ``mla-rope-factor`` (the rope

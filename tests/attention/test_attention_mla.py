@@ -88,7 +88,8 @@ def test_softmax_scale_is_deepseeks():
     """(d_nope + d_rope)^-1/2 (0.1 mscale_all_dim ln s + 1)^2: V3 1.874, V2 1.590 at factor 40; no
     scaling or mscale_all_dim 0: no m^2."""
     qk = 24 ** -0.5
-    assert mla.softmax_scale(mla.MlaConfig(2, 16, 8, 16, scaling=V3)) == pytest.approx(qk * (0.1 * math.log(40) + 1) ** 2)
+    assert mla.softmax_scale(mla.MlaConfig(2, 16, 8, 16, scaling=V3)) == pytest.approx(
+        qk * (0.1 * math.log(40) + 1) ** 2)
     assert mla.softmax_scale(mla.MlaConfig(2, 16, 8, 16, scaling=V2)) == pytest.approx(
         qk * (0.0707 * math.log(40) + 1) ** 2)
     assert mla.softmax_scale(mla.MlaConfig(2, 16, 8, 16, scaling=SPLIT_40)) == pytest.approx(
