@@ -14,8 +14,8 @@ more). Budget: attention.forward's running bound without the projections (mla_bu
 docs/tolerance.md "MLA").
 
 Diagnosis (codes in conformance/attention/__init__.py; fault models recomputed with the reference,
-fitted as attention.forward fits its own: within four budgets of the model, at least twice as close to it as to the reference, the model
-itself more than a budget away): ``mla-mscale-missing`` (logit scale d_qk^-1/2 without m^2:
+fitted as attention.forward fits its own: within four budgets of the model, at least twice as
+close to it as to the reference, the model itself more than a budget away): ``mla-mscale-missing`` (logit scale d_qk^-1/2 without m^2:
 transformers' DeepSeek-V2 and Mistral 4 before PR 47435), ``mla-mscale-wrong-field`` (m from
 ``mscale`` instead of ``mscale_all_dim``: Megatron-LM issue 1429), ``mla-rope-factor`` (the rope
 part's cos and sin with YaRN's generic factor 0.1 ln s + 1, or with none, instead of the ratio
