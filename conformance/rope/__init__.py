@@ -4,7 +4,8 @@ Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py
 ``rope.frequencies`` (frequencies.py), ``rope.apply_qk`` (apply_qk.py: q and k in one call),
 ``rope.module`` (module.py: a stateful module driven by a script; module_state.py explains),
 ``rope.cp_positions`` (cp_positions.py: the tokens a context-parallel rank holds of a packed batch),
-``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions).
+``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions), ``rope.qk_norm``
+(qk_norm.py: Qwen3's and OLMo 2's RMSNorm of q and k, then RoPE).
 ``spec`` is a :class:`RopeSpec` (spec.py). The mutants that name a fault are in diagnosis.py, the
 black-box identity checks in blackbox.py, the backward in backward.py. What the rotary families
 share lives in conformance/core: the rotation budgets (rotation_budgets.py, derived in
@@ -18,7 +19,7 @@ from conformance.rope.spec import RopeSpec
 
 FAMILY = Family(
     name="rope",
-    protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply"),
+    protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply", "qk_norm"),
     codes={
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
@@ -66,8 +67,12 @@ FAMILY = Family(
         "cp-chunk-restart": "context parallelism (rope.cp_positions, rope.cp_apply): positions restart at 0 in "
                             "each chunk (or count the rank's own tokens): the chunk's offset in its sequence is "
                             "not added",
+        "norm-after-rope": "rope.qk_norm: RoPE applied before the QK-norm (the norm's weight meets rotated "
+                           "features; equal only for a uniform weight)",
+        "norm-scope": "rope.qk_norm: the QK-norm over the other group: per head (Qwen3) where the spec says the "
+                      "whole projection (OLMo 2), or the reverse",
     },
-    exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
+    exports={"RopeSpec": "conformance.rope.spec:RopeSpec", "QkNormSpec": "conformance.rope.qk_norm:QkNormSpec"},
 )
 
 __all__ = ["FAMILY", "RopeSpec"]
