@@ -274,6 +274,8 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
                 "cp_split_swapped.py", "cp_wrong_chunks.py"}
     # The compile-only fault is graded under --compile in tests/core/test_compile.py.
     covered |= {"compile_fault.py"}
+    # QK-norm then RoPE's bugs are graded in tests/rope/test_qk_norm.py.
+    covered |= {"norm_after_rope.py", "norm_scope.py"}
     assert set(files) == covered
     for name in files:
         module = load("buggy/" + name)
