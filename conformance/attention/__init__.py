@@ -9,6 +9,10 @@ Graded against the float64 reference on the rounded inputs, with a budget derive
 arithmetic in the dtype (budgets.py); a failing output is explained by fitting the usual faults
 (models.py). With ``--grad`` the gradients of hidden and the four weights are graded against
 the float64 reference backward with a derived budget (backward.py, budgets.gradient_budget).
+
+Protocol ``attention.mla`` (mla.py): DeepSeek's multi-head latent attention from its parts,
+``fn(q_nope, q_pe, k_nope, k_pe, v, positions, spec) -> out [batch, seq, heads, d_v]`` with an
+:class:`MlaSpec`: the decoupled rope features, YaRN's mscale and mscale_all_dim, the softmax scale.
 """
 
 from conformance.attention.spec import AttentionSpec
@@ -16,7 +20,7 @@ from conformance.core.family import Family
 
 FAMILY = Family(
     name="attention",
-    protocols=("forward",),
+    protocols=("forward", "mla"),
     codes={
         "attention-encoding": "the position encoding inside attention is wrong: RoPE at positions restarting "
                               "from 0 or off by one (a KV-cache offset ignored), the other pair layout, or none; "
@@ -34,8 +38,16 @@ FAMILY = Family(
                                     "run with a wrong head count, as llama.cpp's convert.py and HF's GGUF loader "
                                     "did for grouped-query k), or query heads read kv head h % hkv instead of "
                                     "h // (hq / hkv)",
+        "mla-mscale-missing": "MLA's softmax scale lacks YaRN's m^2: the logits are scaled by (d_nope + d_rope)^-1/2 "
+                              "only, m = 0.1 mscale_all_dim ln(factor) + 1 left out (transformers' DeepSeek-V2 and "
+                              "Mistral 4 attention before PR 47435)",
+        "mla-mscale-wrong-field": "MLA's softmax scale computes m from mscale instead of mscale_all_dim "
+                                  "(Megatron-LM issue 1429); differs only where the two fields differ",
+        "mla-rope-factor": "MLA's rope part (q_pe, k_pe) has the wrong cos / sin factor: YaRN's generic 0.1 ln(factor) "
+                           "+ 1, or none, instead of mscale(factor, mscale) / mscale(factor, mscale_all_dim)",
     },
-    exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec"},
+    exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec",
+             "MlaSpec": "conformance.attention.mla_spec:MlaSpec"},
 )
 
 __all__ = ["AttentionSpec", "FAMILY"]

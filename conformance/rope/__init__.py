@@ -6,7 +6,9 @@ Protocols (one module each): ``rope.apply`` (apply.py), ``rope.cache`` (cache.py
 ``rope.cp_positions`` (cp_positions.py: the tokens a context-parallel rank holds of a packed batch),
 ``rope.cp_apply`` (cp_apply.py: those tokens rotated at their positions),
 ``rope.kv_write`` (kv_write.py: RoPE fused with the paged KV-cache write; kv_placement.py checks the
-caches), ``rope.apply_qk_fp8`` (apply_qk_fp8.py: q and k rotated then quantised to float8 e4m3).
+caches), ``rope.apply_qk_fp8`` (apply_qk_fp8.py: q and k rotated then quantised to float8 e4m3),
+``rope.qk_norm`` (qk_norm.py: Qwen3's and OLMo 2's RMSNorm of q and k, then RoPE).
+
 ``spec`` is a :class:`RopeSpec` (spec.py). The mutants that name a fault are in diagnosis.py, the
 black-box identity checks in blackbox.py, the backward in backward.py. What the rotary families
 share lives in conformance/core: the rotation budgets (rotation_budgets.py, derived in
@@ -21,7 +23,7 @@ from conformance.rope.spec import RopeSpec
 FAMILY = Family(
     name="rope",
     protocols=("apply", "cache", "frequencies", "apply_qk", "module", "cp_positions", "cp_apply",
-               "kv_write", "apply_qk_fp8"),
+               "kv_write", "apply_qk_fp8", "qk_norm"),
     codes={
         "layout-swapped": "pairs follow the other layout (half (j, j + r/2) vs interleaved (2i, 2i+1))",
         "rotation-reversed": "pairs turn by -m*theta: the sine has the wrong sign",
@@ -78,8 +80,12 @@ FAMILY = Family(
         "fp8-scale-inverted": "rope.apply_qk_fp8: the rotated values multiplied by the scale instead of divided",
         "fp8-not-saturated": "rope.apply_qk_fp8: values past e4m3's largest finite 448 become NaN instead of +-448 "
                              "(a cast that does not saturate: torch 2.11 eager, ml_dtypes, JAX)",
+        "norm-after-rope": "rope.qk_norm: RoPE applied before the QK-norm (the norm's weight meets rotated "
+                           "features; equal only for a uniform weight)",
+        "norm-scope": "rope.qk_norm: the QK-norm over the other group: per head (Qwen3) where the spec says the "
+                      "whole projection (OLMo 2), or the reverse",
     },
-    exports={"RopeSpec": "conformance.rope.spec:RopeSpec"},
+    exports={"RopeSpec": "conformance.rope.spec:RopeSpec", "QkNormSpec": "conformance.rope.qk_norm:QkNormSpec"},
 )
 
 __all__ = ["FAMILY", "RopeSpec"]

@@ -29,7 +29,7 @@ import mpmath
 import numpy as np
 
 from reference import attention
-from reference.attention import Config, oracle
+from reference.attention import Config, mla_vectors, oracle
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
 
@@ -102,6 +102,7 @@ NOTES = {
                 "links": [HF_LLAMA]},
     "LargePosition": {"bugType": "EDGE_CASE", "description": "Positions in the thousands: float32 angles lose "
                       "digits; prefill attention depends only on relative positions.", "links": [HF_LLAMA]},
+    **mla_vectors.NOTES,  # attention.mla's flags: reference/attention/mla_vectors.py
 }
 
 
@@ -256,7 +257,7 @@ def groups() -> list[GroupSpec]:
                   ("RoPE", "Causal", "KVCache", "Padding"), _rows((6, 7), (4, 5)), 6,
                   _rows([1] * 8, [0, 0, 1, 1, 1, 1, 1, 1])),
             )),)),
-    ]
+    ] + mla_vectors.groups()  # attention.mla: reference/attention/mla_vectors.py
 
 
 KERPLE_R = (0.005, 0.0625, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0)  # 0.005 below the clamp, 2.5 and 3 above
@@ -405,4 +406,5 @@ PROTOCOLS = {
                   **{role: "float64" for role in BIAS_ROLES}, "expected": "float64"},
         ROLES, PARAMS_SCHEMA, build_forward, compute_forward, shapes_forward, exact_forward, rounding="faithful",
         fresh=fresh_forward),
+    mla_vectors.MLA: mla_vectors.PROTOCOL,  # DeepSeek's MLA: reference/attention/mla_vectors.py
 }

@@ -277,6 +277,8 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
     # The fused serving operations' bugs are graded in tests/rope/test_kv_write.py and test_apply_qk_fp8.py.
     covered |= {"kv_written_unrotated.py", "kv_wrong_slot.py", "kv_padding_written.py", "kv_value_rotated.py",
                 "fp8_scale_inverted.py", "fp8_not_saturated.py", "fp8_layout_swapped.py"}
+    # QK-norm then RoPE's bugs are graded in tests/rope/test_qk_norm.py.
+    covered |= {"norm_after_rope.py", "norm_scope.py"}
     assert set(files) == covered
     for name in files:
         module = load("buggy/" + name)

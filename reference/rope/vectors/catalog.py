@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from reference.golden.catalog import GroupSpec, TestGroupSpec
-from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors
+from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors, qk_norm_vectors
 
 from .models import HEAD_DIMS, MODELS, SCALED_MODELS, UNCOMMON_HEAD_DIMS, model_flags, scaling_flags
 from .records import LAYOUT_FLAG, QkTest, RopeTest, rope_params
@@ -362,4 +362,4 @@ def groups() -> list[GroupSpec]:
     scaled groups of each, then rope.apply_qk."""
     return (_apply_groups() + _cache_groups() + _frequency_groups() + _scaled_groups() + _qk_groups()
             + module_vectors.groups() + cp_vectors.groups() + cp_vectors.apply_groups()
-            + kv_write_vectors.groups() + fp8_vectors.groups())
+            + kv_write_vectors.groups() + fp8_vectors.groups() + qk_norm_vectors.groups())

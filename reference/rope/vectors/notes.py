@@ -5,7 +5,7 @@ module_vectors.py, rope.cp_positions's from cp_vectors.py.
 
 from __future__ import annotations
 
-from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors
+from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors, qk_norm_vectors
 
 
 ROFORMER = "https://arxiv.org/abs/2104.09864"
@@ -226,4 +226,5 @@ NOTES: dict[str, dict] = {
     **module_vectors.NOTES,  # rope.module's flags
     **cp_vectors.NOTES,  # rope.cp_positions's flags
     **kv_write_vectors.NOTES, **fp8_vectors.NOTES,  # rope.kv_write's and rope.apply_qk_fp8's flags
+    **qk_norm_vectors.NOTES,  # rope.qk_norm's flags
 }

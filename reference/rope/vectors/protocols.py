@@ -12,7 +12,7 @@ import numpy as np
 from reference import rope
 from reference.golden.catalog import VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors, oracle
+from reference.rope import cp_vectors, fp8_vectors, kv_write_vectors, module_vectors, oracle, qk_norm_vectors
 
 from .fresh import _fresh_rotations, fresh_apply, fresh_apply_qk, fresh_frequencies
 from .records import QkTest, RopeTest
@@ -203,6 +203,7 @@ PROTOCOLS = {
     "rope.cp_positions": cp_vectors.PROTOCOL,  # context-parallel gather: reference/rope/cp_vectors.py
     "rope.cp_apply": cp_vectors.APPLY_PROTOCOL,  # the rank's tokens rotated: reference/rope/cp_vectors.py
     "rope.kv_write": kv_write_vectors.PROTOCOL,  # RoPE + paged KV-cache write: reference/rope/kv_write_vectors.py
+    "rope.qk_norm": qk_norm_vectors.PROTOCOL,  # QK-norm then RoPE: reference/rope/qk_norm_vectors.py
     "rope.apply": VectorProtocol(
         "rope.apply", {"x": "float64", "positions": "int64", "expected": "float64"},
         ("x", "positions"), PARAMS_SCHEMA, build_apply, compute_apply, shapes_apply, exact_apply,
