@@ -141,6 +141,12 @@ YARN_SCALING = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embed
 
 
 def groups() -> list[GroupSpec]:
+    from reference.attention import decode_vectors  # attention.decode's scripts (imported late: it imports us)
+
+    return _forward_groups() + decode_vectors.groups()
+
+
+def _forward_groups() -> list[GroupSpec]:
     T = AttentionTest
     return [
         GroupSpec(FORWARD, "rope-llama-causal", "Llama-style causal attention with RoPE (rotate_half), 4 query "
@@ -392,3 +398,14 @@ PROTOCOLS = {
         ROLES, PARAMS_SCHEMA, build_forward, compute_forward, shapes_forward, exact_forward, rounding="faithful",
         fresh=fresh_forward),
 }
+
+
+def _register_decode():
+    """attention.decode (reference/attention/decode_vectors.py): its protocol and flags."""
+    from reference.attention import decode_vectors
+
+    PROTOCOLS[decode_vectors.DECODE] = decode_vectors.PROTOCOL
+    NOTES.update(decode_vectors.NOTES)
+
+
+_register_decode()
