@@ -9,14 +9,20 @@ Graded against the float64 reference on the rounded inputs, with a budget derive
 arithmetic in the dtype (budgets.py); a failing output is explained by fitting the usual faults
 (models.py). With ``--grad`` the gradients of hidden and the four weights are graded against
 the float64 reference backward with a derived budget (backward.py, budgets.gradient_budget).
+
+Protocol ``attention.decode`` (decode.py): ``fn(weights, spec) -> layer``, the layer with its own
+KV cache called step after step (prefill, decode) as ``layer(hidden, positions, attention_mask)``;
+each step graded against attention.forward over the whole history (spec.semantics: "recompute",
+HF's, or "fixed", vLLM's), diagnosed with the cache faults above.
 """
 
+from conformance.attention.decode_spec import DecodeSpec
 from conformance.attention.spec import AttentionSpec
 from conformance.core.family import Family
 
 FAMILY = Family(
     name="attention",
-    protocols=("forward",),
+    protocols=("forward", "decode"),
     codes={
         "attention-encoding": "the position encoding inside attention is wrong: RoPE at positions restarting "
                               "from 0 or off by one (a KV-cache offset ignored), the other pair layout, or none; "
@@ -32,8 +38,15 @@ FAMILY = Family(
                                     "run with a wrong head count, as llama.cpp's convert.py and HF's GGUF loader "
                                     "did for grouped-query k), or query heads read kv head h % hkv instead of "
                                     "h // (hq / hkv)",
+        "cache-stale-base": "attention.decode: the cached keys kept the dynamic-NTK base of the step that computed "
+                            "them while the queries use the current length's (HF #25104)",
+        "cache-table-mismatch": "attention.decode: LongRoPE keys cached with the short table while the queries use "
+                                "the long one, each call choosing its table by its own length (vLLM #27414)",
+        "decode-position-off-by-one": "attention.decode: every decode token rotated one position past or short of "
+                                      "the cache length, its key kept so in the cache (tt-metal's Falcon decode)",
     },
-    exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec"},
+    exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec",
+             "DecodeSpec": "conformance.attention.decode_spec:DecodeSpec"},
 )
 
-__all__ = ["AttentionSpec", "FAMILY"]
+__all__ = ["AttentionSpec", "DecodeSpec", "FAMILY"]
