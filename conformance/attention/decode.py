@@ -262,13 +262,13 @@ def cache_models(st, fspec, steps, positions) -> list:
         out.append((STALE_CODES[kind], what, models.recompute(st, fspec, qr=qr, kr=kr)))
     first = steps[0].stop  # the prefill's tokens; every later token is a decode token
     if positions.shape[1] > first:
-        for delta, word in ((1, "one past"), (-1, "one short of")):
+        for delta, word in ((1, "one past"), (-1, "one short of")):  # the cache length + 1, - 1
             shifted = positions.copy()
             shifted[:, first:] += delta
             qr = models._rope(st["q"], shifted, fspec)
             kr = models._rope(st["k"], shifted, fspec)
             out.append(("decode-position-off-by-one", f"every decode token rotated at the position {word} the "
-                        "right one (cache length + 1 or - 1), its key kept so in the cache",
+                        "right one, its key kept so in the cache",
                         models.recompute(st, fspec, qr=qr, kr=kr)))
     return out
 
