@@ -240,6 +240,25 @@ def test_a_step_that_raises_ends_the_script_naming_the_step():
     assert raised and raised[0].message.startswith("step 2 ") and "cache full" in raised[0].message
 
 
+def test_a_step_that_hangs_times_out_under_the_run_timeout_naming_the_step():
+    import time
+
+    def hangs_at_step_1(weights, spec):
+        layer = _Recorder(weights, spec)
+
+        def call(hidden, positions, attention_mask):
+            if layer.n == 1:
+                time.sleep(8)
+            return layer(hidden, positions, attention_mask)
+        return call
+
+    start = time.perf_counter()
+    (case,) = _run(hangs_at_step_1, cases="*/default-left-padding", timeout=1.0).cases
+    assert time.perf_counter() - start < 8
+    (timeout,) = [d for d in case.diagnoses if d.code == "timeout"]
+    assert timeout.message.startswith("step 1 ")
+
+
 def test_a_factory_that_returns_no_layer_and_a_layer_of_zeros_fail():
     def not_a_layer(weights, spec):
         return 3
