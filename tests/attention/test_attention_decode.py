@@ -144,6 +144,15 @@ def test_decode_sdpa_passes_in_every_dtype():
                                                             for c in report.cases]
 
 
+def test_decode_sdpa_passes_the_drawn_scripts():
+    """Fresh scripts (reference/attention/decode_vectors.fresh: default RoPE, and a scaled RoPE under a
+    drawn semantics crossing the original length) of two seeds."""
+    for seed in (1, 2):
+        report = _run(SDPA, cases="attention.decode/fresh/*", fresh=True, seed=seed)
+        assert len(report.cases) == 2 and {c.id.split("/")[1] for c in report.cases} == {"fresh"}
+        assert all(c.verdict == "pass" for c in report.cases), [(c.id, c.diagnoses) for c in report.cases]
+
+
 def test_a_layer_that_ignores_the_semantics_fails_the_fixed_cases():
     """decode_sdpa told 'recompute' whatever the spec says: the fixed scripts fail, the others pass."""
     layer = load_file(ROOT / "examples" / "attention" / "decode_sdpa.py").DecodeLayer
