@@ -195,7 +195,8 @@ class AttentionDecode(Protocol):
             g.output_f64 = step.output
             for profile, index in g.worst_index.items():
                 if index is not None:
-                    g.worst_index[profile] = [index[0], index[1] - step.start, index[2]]
+                    # (all ratios 0: argmax may land before the step's rows, which are the graded ones)
+                    g.worst_index[profile] = [index[0], max(index[1] - step.start, 0), index[2]]
         return g
 
     # -- explaining ------------------------------------------------------------------------
