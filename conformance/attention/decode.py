@@ -27,8 +27,8 @@ history, the step's seq_len); the case's ratio is its worst step's, the worst el
 ``[step, batch, token of the step, feature]``. Rows of padded queries are not graded. A step that
 raises or hangs ends the script naming the step (conformance/core/scripted.py).
 
-Diagnosis (the first failing step, recomputed from the reference's stages with a fault, as
-models.py does; the same fit rule as attention.forward): ``cache-stale-base`` (dynamic NTK: each
+Diagnosis (the first failing step a fault model explains, the model recomputed from the
+reference's stages, as models.py does; the same fit rule as attention.forward): ``cache-stale-base`` (dynamic NTK: each
 token's q and k rotated with the table of its own step's length, so cached keys keep an old base;
 HF #25104), ``cache-table-mismatch`` (LongRoPE: the same with the short and long tables, keys
 cached with the short table while queries use the long one; vLLM #27414),
@@ -208,32 +208,43 @@ class AttentionDecode(Protocol):
                 f"output feature {c}")
 
     def diagnose(self, case, spec, prepared, graded, dtype) -> list:
-        """The first step over budget, explained by a cache fault model, else by attention.forward's."""
-        for step in prepared.steps:
-            g = step.graded
-            if g is None or step.output is None or (g.ratio.get("standard") or 0.0) <= 1.0:
-                continue
+        """The first step over budget that a cache fault model explains; else attention.forward's
+        diagnosis of the first step over budget. (A fault may show first at a step where its model
+        is still within a budget of the reference: the next steps tell it.)"""
+        use = dtype if dtype in tolerance.DTYPES else "float32"
+        failing = [s for s in prepared.steps if s.graded is not None and s.output is not None
+                   and (s.graded.ratio.get("standard") or 0.0) > 1.0]
+        if not failing or not np.all(np.isfinite(failing[0].output)):
+            return []
+        for step in failing:
             if not np.all(np.isfinite(step.output)):
-                return []
-            fspec, pseudo = self.history(spec, prepared, step)
+                break
+            fspec, pseudo, full, gap = self._step_gaps(spec, prepared, step, use)
             st = step.stages
-            full = st["reference"].copy()
-            full[:, step.start:] = step.output
-            rows = st["rows"][:, :, None]
-            positions = pseudo.inputs_f64["positions"]
-            use = dtype if dtype in tolerance.DTYPES else "float32"
-            budget = budgets.forward_budget(st, fspec, positions, use, "standard")
-
-            def gap(x, y):
-                return np.where(rows, np.abs(x - y) / budget, 0.0).max(initial=0.0)
-
             ref_gap = gap(full, st["reference"])
+            positions = pseudo.inputs_f64["positions"]
             for code, what, model in cache_models(st, fspec, prepared.steps[:step.index + 1], positions):
                 if gap(model, st["reference"]) > 1.0 and gap(full, model) <= min(FIT_BUDGETS, ref_gap / 2):
                     return [Diagnosis(code, f"{step.describe()}: {what}")]
-            found = FORWARD.diagnose(case, fspec, pseudo, Graded(output_f64=full), use)
-            return [Diagnosis(d.code, f"{step.describe()}: {d.message}") for d in found]
-        return []
+        step = failing[0]
+        fspec, pseudo, full, _ = self._step_gaps(spec, prepared, step, use)
+        found = FORWARD.diagnose(case, fspec, pseudo, Graded(output_f64=full), use)
+        return [Diagnosis(d.code, f"{step.describe()}: {d.message}") for d in found]
+
+    def _step_gaps(self, spec, prepared, step, dtype) -> tuple:
+        """(forward spec, history Prepared, the step's output in the history's shape (the reference
+        on the other rows), gap(x, y): the largest |x - y| / budget on the step's graded rows)."""
+        fspec, pseudo = self.history(spec, prepared, step)
+        st = step.stages
+        full = st["reference"].copy()
+        full[:, step.start:] = step.output
+        rows = st["rows"][:, :, None]
+        budget = budgets.forward_budget(st, fspec, pseudo.inputs_f64["positions"], dtype, "standard")
+
+        def gap(x, y):
+            return np.where(rows, np.abs(x - y) / budget, 0.0).max(initial=0.0)
+
+        return fspec, pseudo, full, gap
 
     def repro_call(self) -> str:
         return "layer = fn(*args)  # then layer(hidden, positions, attention_mask) for each step of the case"

@@ -301,3 +301,52 @@ def test_spec_carries_the_semantics():
     assert spec.step_seq_len(20) == 64 and spec_of(_cases()["longrope-recompute"].params).step_seq_len(20) == 21
     assert spec.past_keys is None and spec.attention_mask is None and spec.seq_len == 0
     assert decode_protocol.PROTOCOL.spec(_cases()["default-left-padding"]).semantics == "recompute"
+
+
+def _drawn_scripts(seeds):
+    """The committed scripts' shapes with inputs seeded by new case ids (docs/tolerance.md's
+    calibration of attention.decode): GoldenCase records for run_conformance(golden_cases=...);
+    the grading recomputes the reference, so no expected values are stored."""
+    from reference.golden.store import GoldenCase
+
+    out = []
+    for seed in seeds:
+        for group in decode_vectors.groups():
+            for tg in group.test_groups:
+                for test in tg.tests:
+                    cid = f"{PROTOCOL}/calib-{seed}/{test.name}"
+                    extra, arrays = decode_vectors.build(cid, tg.params, test)
+                    arrays["expected"] = np.zeros(arrays["hidden"].shape)
+                    out.append(GoldenCase(cid, PROTOCOL, f"calib-{seed}", {**tg.params, **extra}, "", [], arrays))
+    return out
+
+
+@pytest.mark.slow
+def test_calibration_on_drawn_scripts():
+    """docs/tolerance.md, "Stateful decode": correct layers pass every drawn script in every dtype;
+    zeros and each cache fault fail every one they can show in, with their code."""
+    cases = _drawn_scripts(range(5))
+    dtypes = ("float32", "bfloat16", "float16")
+
+    def run(target, pattern=None):
+        return run_conformance(target, PROTOCOL, dtypes=dtypes, golden_cases=cases, identities=False, fresh=False,
+                               max_time=None, cases=pattern).cases
+
+    correct = {SDPA: None}
+    try:
+        import transformers  # noqa: F401
+
+        # the scripts transformers gets right (the others are the finding of the HF test above)
+        correct[HF_REPREFILL] = "*/default-left-padding,*/longrope-recompute"
+    except ImportError:
+        pass
+    for target, pattern in correct.items():
+        graded = [c for c in run(target, pattern) if c.verdict != "skip"]
+        assert graded and all(c.verdict == "pass" and c.budget_ratio < 0.25 for c in graded), target
+    faults = {f"{BUGGY['cache_stale_base']}:decode": None,
+              f"{BUGGY['decode_position_off_by_one']}:decode": "decode-position-off-by-one"}
+    for target, code in faults.items():
+        for c in run(target, None if code else "*/dynamic-ntk-recompute,*/longrope-recompute"):
+            want = code or ("cache-stale-base" if "dynamic" in c.id else "cache-table-mismatch")
+            assert c.verdict == "fail" and [d.code for d in c.diagnoses] == [want], (c.id, c.dtype, c.budget_ratio)
+    assert all(c.verdict == "fail" for c in run(lambda weights, spec: lambda h, p, m: torch.zeros_like(h)))
