@@ -146,14 +146,14 @@ def fresh(draw) -> list[TestGroupSpec]:
     """Two scripts drawn at run time, so that no step's answer can be looked up in a file: default
     RoPE with a drawn prefill (3 to 8 slots), left padding of row 1 (0 to 2), 2 to 4 one-token
     steps and maybe a 2-token step; and dynamic NTK or LongRoPE under a drawn semantics, a prefill of
-    12 to 15 slots (row 1 padded by 0 to 3) and one-token steps to a drawn length 17 to 19, past
+    12 to 15 slots (row 1 padded by 0 to 3) and one-token steps to a drawn length 19 or 20, past
     original_max_position_embeddings 16. Ids name the draw (``default``, ``<scaling>-<semantics>``)."""
     prefill, pad = draw.integer(3, 8), draw.integer(0, 2)
     default = DecodeTest("default", f"Drawn at run time: default RoPE, a prefill of {prefill} slots (row 1 left-padded "
                          f"by {pad}), then decode steps.", ("DecodeScript", "LeftPadding", "DecodePosition"),
                          _script(prefill, draw.integer(2, 4), pad, draw.choice((0, 2))), (0, pad))
     kind, semantics = draw.choice(("dynamic-ntk", "longrope")), draw.choice(SEMANTICS)
-    prefill, pad, end = draw.integer(12, ORIGINAL - 1), draw.integer(0, 3), draw.integer(ORIGINAL + 1, ORIGINAL + 3)
+    prefill, pad, end = draw.integer(12, ORIGINAL - 1), draw.integer(0, 3), draw.integer(ORIGINAL + 3, ORIGINAL + 4)
     flag = "DynamicCrossing" if kind == "dynamic-ntk" else "LongRopeCrossing"
     scaled = DecodeTest(f"{kind}-{semantics}", f"Drawn at run time: {kind}, {semantics} semantics, a prefill of "
                         f"{prefill} slots (row 1 left-padded by {pad}), then one-token steps to length {end}.",
