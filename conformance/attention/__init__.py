@@ -13,14 +13,19 @@ the float64 reference backward with a derived budget (backward.py, budgets.gradi
 Protocol ``attention.mla`` (mla.py): DeepSeek's multi-head latent attention from its parts,
 ``fn(q_nope, q_pe, k_nope, k_pe, v, positions, spec) -> out [batch, seq, heads, d_v]`` with an
 :class:`MlaSpec`: the decoupled rope features, YaRN's mscale and mscale_all_dim, the softmax scale.
+Protocol ``attention.decode`` (decode.py): ``fn(weights, spec) -> layer``, the layer with its own
+KV cache called step after step (prefill, decode) as ``layer(hidden, positions, attention_mask)``;
+each step graded against attention.forward over the whole history (spec.semantics: "recompute",
+HF's, or "fixed", vLLM's), diagnosed with the cache faults above.
 """
 
+from conformance.attention.decode_spec import DecodeSpec
 from conformance.attention.spec import AttentionSpec
 from conformance.core.family import Family
 
 FAMILY = Family(
     name="attention",
-    protocols=("forward", "mla"),
+    protocols=("forward", "mla", "decode"),
     codes={
         "attention-encoding": "the position encoding inside attention is wrong: RoPE at positions restarting "
                               "from 0 or off by one (a KV-cache offset ignored), the other pair layout, or none; "
@@ -45,9 +50,16 @@ FAMILY = Family(
                                   "(Megatron-LM issue 1429); differs only where the two fields differ",
         "mla-rope-factor": "MLA's rope part (q_pe, k_pe) has the wrong cos / sin factor: YaRN's generic 0.1 ln(factor) "
                            "+ 1, or none, instead of mscale(factor, mscale) / mscale(factor, mscale_all_dim)",
+        "cache-stale-base": "attention.decode: the cached keys kept the dynamic-NTK base of the step that computed "
+                            "them while the queries use the current length's (HF #25104)",
+        "cache-table-mismatch": "attention.decode: LongRoPE keys cached with the short table while the queries use "
+                                "the long one, each call choosing its table by its own length (vLLM #27414)",
+        "decode-position-off-by-one": "attention.decode: every decode token rotated one position past or short of "
+                                      "the cache length, its key kept so in the cache (tt-metal's Falcon decode)",
     },
     exports={"AttentionSpec": "conformance.attention.spec:AttentionSpec",
-             "MlaSpec": "conformance.attention.mla_spec:MlaSpec"},
+             "MlaSpec": "conformance.attention.mla_spec:MlaSpec",
+             "DecodeSpec": "conformance.attention.decode_spec:DecodeSpec"},
 )
 
-__all__ = ["AttentionSpec", "FAMILY"]
+__all__ = ["AttentionSpec", "DecodeSpec", "FAMILY"]

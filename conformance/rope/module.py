@@ -52,8 +52,9 @@ from typing import Optional
 
 import numpy as np
 
-from conformance.core import rotation_reference as reference, tolerance
+from conformance.core import rotation_reference as reference
 from conformance.core.protocol import Graded, Prepared, Probe, Protocol
+from conformance.core.scripted import call_step, merge_step, step_failure
 from conformance.core.tensors import type_name, torch_dtype
 from conformance.results import Diagnosis, IdentityResult
 from conformance.rope.spec import spec_of
@@ -63,7 +64,7 @@ from conformance.rope.apply import PROTOCOL as APPLY
 from conformance.rope.backward import diagnose_gradient, gradcheck_case, grade_gradient
 from conformance.rope.cache import PROTOCOL as CACHE
 from conformance.training import budget_dtype, gradcheck_identity, TrainingCall, unpack
-from conformance.isolation import _call_catching, error_line
+from conformance.isolation import error_line
 
 OUTPUT_ATTRIBUTE = "posref_output"  # "x" (default) or "cos_sin"
 OUTPUT_FORMS = ("x", "cos_sin")
@@ -184,8 +185,7 @@ class RopeModule(Protocol):
             outcome = self._call(prepared, call, (x_t, pos_t) + self._step_plan(prepared, step))
             self._watch_buffers(prepared, module, step.index)
             if outcome.kind != "ok":
-                code = "raised" if outcome.kind in ("raised", "unsupported") else outcome.kind
-                graded.problems.append(Diagnosis(code, f"{step.describe()}: {outcome.error}"))
+                graded.problems.append(step_failure(step, outcome))
                 break
             out, step.training = unpack(outcome.value)
             chosen = budget_dtype(out, prepared.dtype, autocast)
@@ -202,10 +202,7 @@ class RopeModule(Protocol):
 
     @staticmethod
     def _call(prepared, fn, args):
-        if prepared.invoker is not None:
-            return prepared.invoker.call_with(fn, *args)
-
-        return _call_catching(fn, args)
+        return call_step(prepared, fn, args)
 
     @staticmethod
     def _step_plan(prepared, step) -> tuple:
@@ -308,35 +305,7 @@ class RopeModule(Protocol):
 
     @staticmethod
     def _merge(graded: Graded, step: Step, g: Graded) -> None:
-        """Fold a step's grading g (of its output or of its gradient) into the case's: problems
-        named by step, the largest ratio, its worst element prefixed with the step."""
-        for p in g.problems:
-            graded.problems.append(Diagnosis(p.code, f"{step.describe()}: {p.message}"))
-        if g.output_f64 is None:
-            return
-        if graded.output_f64 is None:
-            graded.output_f64, graded.output_dtype = g.output_f64, g.output_dtype
-        if g.max_abs_error is not None:
-            graded.max_abs_error = max(graded.max_abs_error or 0.0, g.max_abs_error)
-        for profile in tolerance.PROFILES:
-            ratio = g.ratio.get(profile)
-            best = graded.ratio.get(profile)
-            if profile not in graded.ratio or (ratio is not None and (best is None or ratio > best)) \
-                    or (ratio is None and best is not None):
-                graded.ratio[profile] = ratio
-                if g.worst_index.get(profile) is not None:
-                    graded.worst_index[profile] = [step.index] + list(g.worst_index[profile])
-                graded.curve[profile] = g.curve.get(profile, [])
-                if profile == "standard":
-                    graded.output_f64, graded.output_dtype = g.output_f64, g.output_dtype
-            over, total, unit = g.mismatch.get(profile, (0, 0, "pairs"))
-            o0, t0, _ = graded.mismatch.get(profile, (0, 0, unit))
-            graded.mismatch[profile] = (o0 + over, t0 + total, unit)
-            for note in g.notes.get(profile, []):
-                text = f"{step.describe()}: {note}"
-                graded.notes.setdefault(profile, [])
-                if text not in graded.notes[profile]:
-                    graded.notes[profile].append(text)
+        merge_step(graded, step, g)  # conformance/core/scripted.py, shared with attention.decode
 
     # -- explaining ------------------------------------------------------------------------
 

@@ -145,6 +145,12 @@ YARN_SCALING = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embed
 
 
 def groups() -> list[GroupSpec]:
+    from reference.attention import decode_vectors  # attention.decode's scripts (imported late: it imports us)
+
+    return _forward_groups() + decode_vectors.groups()
+
+
+def _forward_groups() -> list[GroupSpec]:
     T = AttentionTest
     return [
         GroupSpec(FORWARD, "rope-llama-causal", "Llama-style causal attention with RoPE (rotate_half), 4 query "
@@ -408,3 +414,14 @@ PROTOCOLS = {
         fresh=fresh_forward),
     mla_vectors.MLA: mla_vectors.PROTOCOL,  # DeepSeek's MLA: reference/attention/mla_vectors.py
 }
+
+
+def _register_decode():
+    """attention.decode (reference/attention/decode_vectors.py): its protocol and flags."""
+    from reference.attention import decode_vectors
+
+    PROTOCOLS[decode_vectors.DECODE] = decode_vectors.PROTOCOL
+    NOTES.update(decode_vectors.NOTES)
+
+
+_register_decode()
