@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,10 @@ def _forms(protocol: str, name: str):
     h = hostile_tensor(name)
     if protocol == "rope.module":
         return [HostileModule()]
+    if protocol == "attention.decode":  # a layer whose every step answers the hostile tensor
+        return [lambda *args: h]
+    if protocol == "mrope.decode":  # a session whose prefill and decode answer it
+        return [types.SimpleNamespace(prefill=lambda *args: h, decode=lambda *args: h)]
     return [h, (h, h)]
 
 

@@ -64,6 +64,9 @@ KNOWN_FAULTS = {
         lambda params, dtype, case_id: params.get("cast", False) and dtype != "float32",
         "rotary-embedding-torch's freqs is a Parameter: module.to(dtype) rounds it, and the "
         "positions are cast to its dtype"),
+    ("attention/hf_decode_cache.py", "attention.decode"): (
+        lambda params, dtype, case_id: _rope_type(params) in ("dynamic", "longrope") and params.get("semantics") == "recompute",
+        "transformers' DynamicCache keeps keys rotated at their own step (HF #25104; LongRoPE at the switch)"),
 }
 
 
