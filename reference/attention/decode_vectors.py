@@ -29,6 +29,7 @@ rounded against reference.attention.oracle. Registered in reference/attention/ve
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import mpmath
@@ -168,9 +169,8 @@ def fresh(draw) -> list[TestGroupSpec]:
 
 def step_bounds(steps) -> list:
     """[(start, stop)] of each step along the sequence axis (the steps' token counts)."""
-    from reference.rope.module_vectors import step_bounds as bounds
-
-    return bounds(steps)
+    stops = list(itertools.accumulate(int(n) for n in steps))
+    return list(zip([0] + stops[:-1], stops))
 
 
 def step_seq_len(params: dict, positions: np.ndarray, stop: int) -> int:
