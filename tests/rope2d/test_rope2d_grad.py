@@ -5,12 +5,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import load_file
 
 from conformance import run_conformance
 from conformance.rope2d import backward
 from conformance.rope2d.spec import Rope2dSpec
 from reference import rope2d
-from support import load_file
+from reference.golden import store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "rope2d"
@@ -60,7 +61,7 @@ def test_each_mutant_gets_its_code_and_the_right_gradient_none(spec):
 def test_rope_vit_passes_with_grad():
     report = run_conformance(VIT, "rope2d.apply", dtypes=("float32", "bfloat16"), fresh=False, grad=True)
     assert report.summary()["overall"] == "pass"
-    assert len(report.cases) == 8
+    assert len(report.cases) == 2 * len(list(store.iter_cases("rope2d.apply")))  # the catalog's and the zoo's
     for case in report.cases:
         grad = case.grad["inputs"]["x"]
         assert 0.0 < grad["budget_ratio"] <= 1.0 and grad["dtype"] == case.dtype
@@ -78,7 +79,8 @@ def test_dropped_cls_gradient_is_backward_missing_where_there_is_a_cls_token():
     verdicts = {c.id.split("/")[1]: c.verdict for c in report.cases}
     assert verdicts["qwen2-vl-vision"] == "pass"  # no CLS token: the backward is right there
     failing = [c for c in report.cases if c.verdict == "fail"]
-    assert len(failing) == 3
+    with_cls = {c.id for c in store.iter_cases("rope2d.apply") if c.params["cls_tokens"] > 0}
+    assert {c.id for c in failing} == with_cls and len(with_cls) == 5
     for case in failing:
         assert case.budget_ratio <= 1.0 and case.grad["verdict"] == "fail"
         assert module.CODE in {d.code for d in case.diagnoses}, (case.id, case.diagnoses)
