@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from conformance.errors import UsageError
+from conformance.errors import UsageError, did_you_mean
 
 BACKENDS = ("cpu", "cuda", "numpy")
 EXIT_INTEGRITY = 3
@@ -54,6 +54,9 @@ def add_parser(subparsers) -> None:
                              "(correctly, or faithfully for reductions)")
     verify.add_argument("--backend", choices=BACKENDS, default="cpu",
                         help="reference backend for --rederive (default cpu)")
+    verify.add_argument("--protocol", action="append", metavar="P",
+                        help="re-derive and certify only this protocol's groups (repeatable; the hashes, schema "
+                             "and arrays of every file are still checked)")
     verify.set_defaults(func=run_verify)
 
     lister = sub.add_parser("list", help="list case ids, flags and comments")
@@ -129,15 +132,23 @@ def run_verify(args) -> int:
     if args.dir is not None and not args.dir.is_dir():
         raise UsageError(f"--dir: {args.dir} is not a directory")
     root = args.dir if args.dir is not None else store.vectors_dir()
+    protocols = None
+    if args.protocol:
+        from reference.golden import catalog
+
+        unknown = sorted(set(args.protocol) - set(catalog.protocols()))
+        if unknown:
+            raise UsageError(f"--protocol: no protocol {unknown[0]!r} in the vectors{did_you_mean(unknown[0], catalog.protocols())}")
+        protocols = set(args.protocol)
     start = time.perf_counter()
     problems = verify.check(root)
     if not problems and args.rederive:
         if args.backend == "cuda":
             _use_cuda_simulator_without_gpu()
-        problems = verify.rederive(root, backend=args.backend)
+        problems = verify.rederive(root, backend=args.backend, protocols=protocols)
     certified = None
     if not problems and args.certify:
-        problems, certified = verify.certify(root)
+        problems, certified = verify.certify(root, protocols=protocols)
     if problems:
         for problem in problems:
             print(f"FAIL {problem}")
@@ -146,6 +157,8 @@ def run_verify(args) -> int:
     manifest = store.load_manifest(root)
     counts = manifest["number_of_cases"]
     what = "hashes, schema and arrays" + (f", re-derived with {args.backend}" if args.rederive else "")
+    if protocols and (args.rederive or args.certify):
+        what += f" ({', '.join(sorted(protocols))} only)"
     if certified is not None:
         what += ", " + _certification_summary(certified)
     print(f"OK {root}: {len(manifest['files'])} files, {sum(counts.values())} cases "

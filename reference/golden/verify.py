@@ -389,8 +389,9 @@ def compare(stored: np.ndarray, recomputed: np.ndarray, role: str) -> float:
     return float(np.max(diff / (scale * EPS)))
 
 
-def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Problem]:
-    """Recompute every case and compare within REDERIVE_ULPS (run ``check`` first)."""
+def rederive(directory=None, backend: str = "cpu", progress=None, protocols=None) -> list[Problem]:
+    """Recompute every case (of ``protocols`` when given) and compare within REDERIVE_ULPS (run
+    ``check`` first)."""
     catalog_tests = {}
     for group in catalog.all_groups():
         for tg in group.test_groups:
@@ -398,6 +399,8 @@ def rederive(directory=None, backend: str = "cpu", progress=None) -> list[Proble
                 catalog_tests[f"{group.key}/{test.name}"] = (tg.params, test)
     problems = []
     for case in store.iter_cases(directory=directory):
+        if protocols is not None and case.protocol not in protocols:
+            continue
         npz_rel = f"{case.protocol}/{case.group}.npz"
         proto = catalog.protocol(case.protocol)
         inputs = {r: case.arrays[r] for r in proto.inputs}
@@ -432,12 +435,15 @@ def certify_group(directory, group_key: str):
     return cert
 
 
-def certify(directory=None, progress=None) -> tuple[list[Problem], dict]:
-    """(problems, {group key: Certificate}) for every group (run ``check`` first)."""
+def certify(directory=None, progress=None, protocols=None) -> tuple[list[Problem], dict]:
+    """(problems, {group key: Certificate}) for every group (of ``protocols`` when given; run
+    ``check`` first)."""
     root = Path(store.vectors_dir() if directory is None else directory)
     recorded = store.load_manifest(root)["certification"]
     problems, certificates = [], {}
     for path in store.group_files(root):
+        if protocols is not None and path.parent.name not in protocols:
+            continue
         key = f"{path.parent.name}/{path.stem}"
         cert = certify_group(root, key)
         certificates[key] = cert

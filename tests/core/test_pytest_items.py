@@ -119,6 +119,7 @@ FIXTURE_FILE = textwrap.dedent(f"""
 """)
 
 
+@pytest.mark.slow  # two pytest sessions; tests/core/test_baseline.py checks the same through the runner
 def test_a_baseline_written_by_the_cli_keeps_the_fixture_green_on_another_seed(tmp_path):
     """Issue 25: the baseline written from seed 1 lists fresh kinds and the failing identity, so
     the fixture's run from seed 10 (other draws) passes; without it, the same run fails."""

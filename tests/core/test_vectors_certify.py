@@ -110,7 +110,7 @@ def test_verify_certify_catches_a_consistently_rehashed_edit(tmp_path, capsys):
     shutil.copytree(store.vectors_dir(), root)
     _retamper(root, "rope.cache/worked-example.npz", lambda a: a.__setitem__((0, 1, 0), np.nextafter(a[0, 1, 0], 2)))
     assert verify.check(root) == []  # hashes agree: only certification sees it
-    assert main(["vectors", "verify", "--dir", str(root), "--certify"]) == 3
+    assert main(["vectors", "verify", "--dir", str(root), "--certify", "--protocol", "rope.cache"]) == 3
     captured = capsys.readouterr()
     failures = [line for line in captured.out.splitlines() if line.startswith("FAIL ")]
     # Problems in the edited group only (its value, and its recorded certificate that no longer

@@ -60,9 +60,25 @@ def test_default_directory_verifies(capsys):
 
 
 def test_copy_verifies_and_rederives_with_numpy(vectors_copy, capsys):
+    code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy", "--protocol", "rope.apply",
+                        "--protocol", "t5.bucket")
+    assert code == 0, out
+    assert "re-derived with numpy (rope.apply, t5.bucket only)" in out
+
+
+@pytest.mark.slow
+def test_every_protocol_rederives_with_numpy(vectors_copy, capsys):
     code, out = _verify(capsys, vectors_copy, "--rederive", "--backend", "numpy")
     assert code == 0, out
-    assert "re-derived with numpy" in out
+    assert "re-derived with numpy" in out and "only" not in out
+
+
+def test_protocol_limits_the_rederive_not_the_hash_check(vectors_copy, capsys):
+    """--protocol: another protocol's changed value is not re-derived, but a changed file still fails."""
+    blob = bytearray((vectors_copy / NPZ).read_bytes())
+    blob[-20] ^= 0x01
+    (vectors_copy / NPZ).write_bytes(bytes(blob))
+    _assert_fails(capsys, vectors_copy, f"{NPZ}: changed", args=("--rederive", "--protocol", "t5.bucket"))
 
 
 def test_changed_file(vectors_copy, capsys):
@@ -175,7 +191,7 @@ def test_rederive_catches_a_value_off_by_a_little(vectors_copy, capsys):
     assert _verify(capsys, vectors_copy)[0] == 0  # hashes and schema are fine ...
     # ... but the values are not the reference's
     _assert_fails(capsys, vectors_copy, f"{NPZ}: rope.apply/llama2-d128/decode-4095: expected differs",
-                  args=("--rederive", "--backend", "numpy"))
+                  args=("--rederive", "--backend", "numpy", "--protocol", "rope.apply"))
 
 
 def test_rederive_catches_changed_inputs(vectors_copy, capsys):
@@ -186,7 +202,7 @@ def test_rederive_catches_changed_inputs(vectors_copy, capsys):
     npzio.write_npz(vectors_copy / NPZ, arrays)
     rehash_vectors(vectors_copy)
     _assert_fails(capsys, vectors_copy, "prefill-8: input x differs from the catalog's seeded input",
-                  args=("--rederive", "--backend", "numpy"))
+                  args=("--rederive", "--backend", "numpy", "--protocol", "rope.apply"))
 
 
 def test_verify_dir_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
