@@ -194,11 +194,13 @@ def output(q, k, v, mask, weights, spec, scale=None):
     return F.linear(out.transpose(1, 2).reshape(b, s, hq * d), weights["wo"])
 
 
-def forward(hidden, weights, positions, spec):
+def forward(hidden, weights, positions, spec, scale=None):
+    """The layer; ``scale`` replaces spec.scale (for the buggy examples beside this file)."""
     b, s, _ = hidden.shape
     q, k, v = project(hidden, weights, spec)
     q, k = encode(q, k, positions, spec)
     k, v, past = with_cache(k, v, spec)
     k_positions = torch.cat((torch.arange(past, device=positions.device).expand(b, past), positions), dim=1)
     allowed = allowed_keys(b, s, past, spec, hidden.device)
-    return output(q, k, v, additive_mask(allowed, positions, k_positions, spec, q.dtype, weights), weights, spec)
+    return output(q, k, v, additive_mask(allowed, positions, k_positions, spec, q.dtype, weights), weights, spec,
+                  scale)
