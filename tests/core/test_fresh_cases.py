@@ -32,15 +32,18 @@ def test_every_protocol_with_vectors_draws_fresh_cases():
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_same_seed_same_cases_other_seed_other_cases(protocol):
+    # The inputs and parameters: the expected values are the reference's of those (computed on
+    # demand; their rounding is checked below), so comparing them again would only re-run it.
+    inputs = catalog.protocol(protocol).inputs
     a, b, c = fresh_cases(protocol, 7), fresh_cases(protocol, 7), fresh_cases(protocol, 8)
     assert a and [x.id for x in a] == [x.id for x in b]
     for x, y in zip(a, b):
         assert x.params == y.params and x.arrays.keys() == y.arrays.keys()
-        assert all(np.array_equal(x.arrays[k], y.arrays[k]) for k in x.arrays)
+        assert all(np.array_equal(x.arrays[k], y.arrays[k]) for k in inputs if k in x.arrays)
     assert all(x.id.startswith(f"{protocol}/fresh/") and "Fresh" in x.flags for x in a)
 
     def content(cases):
-        return [(x.params, {k: v.tobytes() for k, v in x.arrays.items()}) for x in cases]
+        return [(x.params, {k: x.arrays[k].tobytes() for k in inputs if k in x.arrays}) for x in cases]
 
     assert content(a) != content(c)
 
