@@ -5,24 +5,16 @@ Scales come in two conventions: the dequantisation scale s (stored = x / s, Flas
 by s. Expected diagnosis: ``fp8-scale-inverted``.
 """
 
+from pathlib import Path
+
 import torch
 
-from conformance import Unsupported
+from conformance.loader import load_target
 
 CODE = "fp8-scale-inverted"
 PROTOCOL = "rope.apply_qk_fp8"
 
-
-def _rotate(x, positions, spec):
-    if spec.layout != "half" or spec.scaling is not None:
-        raise Unsupported("half layout, no scaling")
-    r = spec.rotary_dim
-    x = x.float()
-    inv_freq = 1.0 / (spec.base ** (torch.arange(0, r, 2).float() / r))
-    freqs = positions[..., None].float() * inv_freq
-    cos, sin = freqs.cos()[:, :, None, :], freqs.sin()[:, :, None, :]
-    x1, x2 = x[..., : r // 2], x[..., r // 2 : r]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., r:]), dim=-1)
+rotate = load_target(f"{Path(__file__).resolve().parents[1] / 'fp8_quantize.py'}:rotate")
 
 
 def _quantize(x, scale):
@@ -30,4 +22,4 @@ def _quantize(x, scale):
 
 
 def apply_qk_fp8(q, k, positions, spec):
-    return _quantize(_rotate(q, positions, spec), spec.q_scale), _quantize(_rotate(k, positions, spec), spec.k_scale)
+    return _quantize(rotate(q, positions, spec), spec.q_scale), _quantize(rotate(k, positions, spec), spec.k_scale)
