@@ -86,6 +86,20 @@ def forward_budget(st: dict, spec, positions: np.ndarray, dtype: str, profile: s
     return forward_bounds(st, spec, positions, dtype, profile)["out"] + tolerance.SMALLEST_SUBNORMAL[dtype]
 
 
+def softmax_error(p, z, vis, Ez, a, u):
+    """E_p [.., s, K], step 4 of the module docstring: the probabilities p of logits z (-inf where
+    not visible) under logit errors up to Ez, visibility vis, accumulation unit a, storage unit u."""
+    Ez = np.where(vis, Ez, 0.0)
+    n = vis.sum(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
+        L = np.log(np.maximum(np.sum(p * np.exp(np.minimum(Ez, 700.0)), axis=-1, keepdims=True), 1.0))
+        prop = np.expm1(np.minimum(Ez + L, 700.0))
+    top = np.max(np.where(vis, z, -np.inf), axis=-1, keepdims=True)
+    spread = np.where(vis, np.abs(z - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    arith = a * spread + gamma(n + 6, a) + u
+    return np.where(vis, p * ((1 + prop) * (1 + arith) - 1), 0.0)
+
+
 def forward_bounds(st: dict, spec, positions: np.ndarray, dtype: str, profile: str) -> dict:
     """The running bounds of every stage (module docstring): q [b, s, hq, d] (rotated), keys and
     values [b, P + s, hq, d] (per query head; the cache's are 0), p [b, hq, s, P + s], o
@@ -126,13 +140,7 @@ def forward_bounds(st: dict, spec, positions: np.ndarray, dtype: str, profile: s
     Ez = np.where(vis, Ez, 0.0)
     p = st["p"]
     n = vis.sum(axis=-1, keepdims=True)
-    with np.errstate(over="ignore"):
-        L = np.log(np.maximum(np.sum(p * np.exp(np.minimum(Ez, 700.0)), axis=-1, keepdims=True), 1.0))
-        prop = np.expm1(np.minimum(Ez + L, 700.0))
-    top = np.max(np.where(vis, z, -np.inf), axis=-1, keepdims=True)
-    spread = np.where(vis, np.abs(z - np.where(np.isfinite(top), top, 0.0)), 0.0)
-    arith = a * spread + gamma(n + 6, a) + u
-    Ep = np.where(vis, p * ((1 + prop) * (1 + arith) - 1), 0.0)
+    Ep = softmax_error(p, z, vis, Ez, a, u)
     Mp = p + Ep
     absv = np.abs(vals)
     Eo = (np.einsum("bhij,bjhe->bihe", Ep, Mv) + np.einsum("bhij,bjhe->bihe", Mp, Ev)

@@ -45,7 +45,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from conformance.attention.budgets import gamma, rope_budget
+from conformance.attention.budgets import gamma, rope_budget, softmax_error
 from conformance.attention.half import half_budget, is_half
 from conformance.attention.spec import AttentionSpec
 from conformance.core import tolerance
@@ -55,20 +55,6 @@ def rope_view(spec):
     """The spec's rope part as budgets.rope_budget reads a spec (rotary_dim = head_dim = d_rope)."""
     return SimpleNamespace(rotary_dim=spec.d_rope, head_dim=spec.d_rope, base=spec.base, scaling=spec.scaling,
                            seq_len=0, layout=spec.layout)
-
-
-def softmax_error(p, z, vis, Ez, a, u):
-    """E_p [.., s, K]: attention.forward's step 4 (budgets.forward_bounds) on probabilities p,
-    logits z (-inf where not visible), visibility vis and logit bounds Ez."""
-    Ez = np.where(vis, Ez, 0.0)
-    n = vis.sum(axis=-1, keepdims=True)
-    with np.errstate(over="ignore"):
-        L = np.log(np.maximum(np.sum(p * np.exp(np.minimum(Ez, 700.0)), axis=-1, keepdims=True), 1.0))
-        prop = np.expm1(np.minimum(Ez + L, 700.0))
-    top = np.max(np.where(vis, z, -np.inf), axis=-1, keepdims=True)
-    spread = np.where(vis, np.abs(z - np.where(np.isfinite(top), top, 0.0)), 0.0)
-    arith = a * spread + gamma(n + 6, a) + u
-    return np.where(vis, p * ((1 + prop) * (1 + arith) - 1), 0.0)
 
 
 def forward_bounds(st: dict, spec, dtype: str, profile: str) -> dict:
