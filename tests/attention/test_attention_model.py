@@ -66,3 +66,24 @@ def test_sdpa_with_the_spec_scale_passes_and_the_default_scale_fails():
     assert {d.code for c in bad.cases for d in c.diagnoses} == {"attention-scale-wrong"}
     assert all(c.verdict == "fail" for c in bad.cases)
 
+
+
+@pytest.mark.parametrize("model", ["mt5-base", pytest.param("flan-t5-large", marks=pytest.mark.slow)])
+def test_transformers_t5_attention_passes_at_its_model_over_seeds(model):
+    """transformers' own T5Attention (its scale 1, its bucket rule and table), graded at the model
+    in float32 and bfloat16 over three seeds: every case passes; zeros from the same run fail."""
+    pytest.importorskip("transformers")
+    from examples.attention.lib_transformers_t5 import forward
+
+    for seed in (1, 2, 3):
+        report = run_conformance(forward, "attention.forward", model=model, seed=seed,
+                                 dtypes=("float32", "bfloat16"))
+        assert report.summary()["overall"] == "pass", [(c.id, c.dtype, c.verdict, c.budget_ratio)
+                                                       for c in report.cases if c.verdict != "pass"]
+        assert not any(c.verdict == "skip" for c in report.cases)
+
+    def zeros(hidden, weights, positions, spec):
+        return hidden.new_zeros(hidden.shape)
+
+    garbage = run_conformance(zeros, "attention.forward", model=model, seed=1, dtypes=("float32", "bfloat16"))
+    assert all(c.verdict == "fail" for c in garbage.cases)
