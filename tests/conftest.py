@@ -1,6 +1,14 @@
-"""Shared pytest settings: hypothesis profiles sized for the 2-core CI machines."""
+"""Shared pytest settings: hypothesis profiles sized for the 2-core CI machines, and one
+OpenMP thread per xdist worker."""
 
 import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n 2` on 2 cores: each worker already has a core. torch's OpenMP pool (2 threads
+    # per worker, spinning between ops) would oversubscribe them; the grading subprocesses the
+    # tests start inherit the setting. Numba's pools are not limited: its parallel kernels keep
+    # their threading under test (below 2^22 values they run on the calling thread anyway).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from hypothesis import HealthCheck, settings
 
