@@ -37,6 +37,7 @@ from conformance.learned.backward import gradcheck_case
 from conformance.learned.diagnosis import reference_rows
 from conformance.training import gradcheck_identity
 from reference import learned as learned_reference
+from reference.learned import seeded_table
 
 
 class LearnedLookup(Protocol):
@@ -51,8 +52,9 @@ class LearnedLookup(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], case.arrays["table"],
-                                   spec, dtype, device)
+        # A zoo model's committed case names its table by a seed (reference.learned.seeded_table).
+        table = seeded_table.table_of(case.params, case.arrays["table"])
+        return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], table, spec, dtype, device)
 
     def prepare_arrays(self, x, positions, table, spec, dtype, device) -> Prepared:
         """Tensors for the adapter (x and table in ``dtype``), and their float64 values."""
