@@ -36,7 +36,7 @@ def test_the_record_reads_as_its_table_up_to_clamp_len():
     assert setting.params == {"d_model": 1024, "layout": "concatenated", "exponent": "2i/d", "base": 10000.0,
                               "dims": 1}
     assert setting.max_position == 1000 and setting.notes == ("largest distance 1000: clamp_len 1000",)
-    assert list(plan(_config())) == ["sinusoidal.table"]
+    assert list(plan(_config())) == ["sinusoidal.table", "transformer_xl.score"]
 
 
 def test_without_a_clamp_the_segment_and_memory_bound_the_distances():
