@@ -4,8 +4,8 @@ reading of a ``transfo-xl`` config (the table it yields is graded by the sinusoi
 transfo-xl-wt103's relative encoding reads a sinusoidal table R at d_model 1024 over the
 distances klen - 1 .. 0 clamped at clamp_len 1000: graded as sinusoidal.table up to distance 1000.
 The paper's PositionalEmbedding passes there; the paper's Transformer layout (interleaved) and
-tensor2tensor's exponent fail. (transformer_xl.score is not graded at the model's shape: see the
-reader's docstring.)
+tensor2tensor's exponent fail. The scores themselves, transformer_xl.score at the model's full
+shape, are tests/transformer_xl/test_model_score.py's.
 """
 
 from __future__ import annotations
