@@ -12,6 +12,8 @@ the sum; ``standard`` also admits a float32 intermediate). Wall cases (``must_ra
 position's row is outside the table) have an exception as their right answer: raising passes,
 returning anything fails with ``length-wall-missing`` (Protocol.expected_error). A failing value
 is explained by the closest shifted-row mutant (``position-offset``, conformance.learned.diagnosis).
+A zoo model's committed case names its table by a seed (reference.learned.seeded_table): the
+adapter gets the derived table, checked against the case's ``table_sha256``.
 """
 
 from __future__ import annotations

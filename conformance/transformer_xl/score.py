@@ -28,6 +28,11 @@ S_c = sum_e |q_e + u_e| |k_e|, S_p = sum_e |q_e + v_e| (|r_e| + dr_e), floor = (
 + 4) times the dtype's smallest subnormal (products that underflow). Where the budget covers the
 change an off-by-one distance makes (bfloat16 on these small cases), the case says so in a note.
 
+A case at a model's full shape (``--model transfo-xl-wt103``: reference/transformer_xl/model_cases.py)
+names a subgrid (parameters ``heads``, ``rows``, ``keys``) and its inputs by their seed: the adapter
+gets the whole inputs and computes every score, and ``View`` grades, budgets and diagnoses the
+subgrid only, with the same formulas at its entries' distances.
+
 --grad (conformance/transformer_xl/backward.py): the gradients of q, k, u, v and r_weight for a
 cotangent drawn from the case (0 on the masked entries), graded against the float64 reference
 VJP with budgets (n - 1) a + 7 u of their terms; gradcheck in float64 on a decoding case.
