@@ -36,9 +36,10 @@ def raw_distances(qlen, mlen) -> np.ndarray:
     return np.arange(qlen)[:, None] + mlen - np.arange(qlen + mlen)[None, :]
 
 
-def mutants(inputs, spec) -> list:
+def mutants(inputs, spec, raw=None) -> list:
+    """``raw``: the unclamped distances of the graded subgrid (default: every query's and key's)."""
     q, k, u, v, w = (inputs[r] for r in ("q", "k", "u", "v", "r_weight"))
-    raw = raw_distances(q.shape[0], spec.mlen)
+    raw = raw_distances(q.shape[0], spec.mlen) if raw is None else raw
 
     def clamp(d):
         return np.minimum(d, spec.clamp_len) if spec.clamp_len > 0 else d
@@ -58,11 +59,11 @@ def mutants(inputs, spec) -> list:
     ]
 
 
-def diagnose(out, reference, mask, inputs, spec, floor) -> list:
+def diagnose(out, reference, mask, inputs, spec, floor, raw=None) -> list:
     """[Diagnosis] of the closest mutant explaining ``out`` on the graded entries ([] if none does)."""
     full = np.broadcast_to(mask, out.shape)
-    found = closest_mutant(np.where(full, out, 0.0), np.where(full, reference, 0.0), mutants(inputs, spec), full,
-                           floor)
+    found = closest_mutant(np.where(full, out, 0.0), np.where(full, reference, 0.0), mutants(inputs, spec, raw),
+                           full, floor)
     if found is None:
         return []
     mutant, _, _ = found

@@ -28,6 +28,11 @@ S_c = sum_e |q_e + u_e| |k_e|, S_p = sum_e |q_e + v_e| (|r_e| + dr_e), floor = (
 + 4) times the dtype's smallest subnormal (products that underflow). Where the budget covers the
 change an off-by-one distance makes (bfloat16 on these small cases), the case says so in a note.
 
+A case at a model's full shape (``--model transfo-xl-wt103``: reference/transformer_xl/model_cases.py)
+names a subgrid (parameters ``heads``, ``rows``, ``keys``) and its inputs by their seed: the adapter
+gets the whole inputs and computes every score, and ``View`` grades, budgets and diagnoses the
+subgrid only, with the same formulas at its entries' distances.
+
 --grad (conformance/transformer_xl/backward.py): the gradients of q, k, u, v and r_weight for a
 cotangent drawn from the case (0 on the masked entries), graded against the float64 reference
 VJP with budgets (n - 1) a + 7 u of their terms; gradcheck in float64 on a decoding case.
@@ -47,35 +52,77 @@ from conformance.transformer_xl.position_term import position_terms
 from conformance.transformer_xl.spec import spec_of
 from conformance.training import gradcheck_identity
 from reference import transformer_xl
+from reference.transformer_xl import vectors as xl_vectors
 
 INPUTS = ("q", "k", "u", "v", "r_weight")
 
 
-def graded_entries(qlen: int, mlen: int) -> np.ndarray:
-    """bool [qlen, klen]: j <= i + mlen (the rest is masked in attention)."""
-    return diagnosis.raw_distances(qlen, mlen) >= 0
+_DERIVED: dict = {}
+
+
+def case_inputs(case) -> dict:
+    """{role: float64 array}: the case's inputs, stored or named by their seed (a model's case,
+    reference.transformer_xl.seeded_inputs; the last one derived is kept: every dtype reads it)."""
+    key = (case.id, case.params.get("inputs_sha256"))
+    if key not in _DERIVED:
+        _DERIVED.clear()
+        _DERIVED[key] = xl_vectors.inputs_of(case.params, case.arrays)
+    return _DERIVED[key]
+
+
+class View:
+    """The graded subgrid of a case: ``heads``, ``rows`` (queries) and ``keys`` (index arrays; the
+    whole case unless its parameters name them), ``inputs`` restricted to them (q [rows, heads],
+    k [keys, heads], u, v [heads], r_weight's rows of those heads), the unclamped distances ``raw``
+    [rows, keys] and ``mask`` (raw >= 0: the entries attention does not mask). Grading, budgets and
+    diagnosis work on the view, so a case at a model's full shape costs what its subgrid costs."""
+
+    def __init__(self, case, spec, inputs):
+        q = inputs["q"]
+        qlen, n_head, d_head = q.shape
+        self.heads, self.rows, self.keys = subgrid(case.params, q.shape, inputs["k"].shape[0])
+        w = inputs["r_weight"].reshape(n_head, d_head, -1)[self.heads].reshape(len(self.heads) * d_head, -1)
+        self.inputs = {"q": q[self.rows][:, self.heads], "k": inputs["k"][self.keys][:, self.heads],
+                       "u": inputs["u"][self.heads], "v": inputs["v"][self.heads], "r_weight": w}
+        self.raw = self.rows[:, None] + spec.mlen - self.keys[None, :]
+        self.mask = self.raw >= 0
+        self.dist = np.minimum(self.raw, spec.clamp_len) if spec.clamp_len > 0 else self.raw
+
+    def select(self, out: np.ndarray) -> np.ndarray:
+        """[heads, rows, keys] of a full [n_head, qlen, klen] score array."""
+        return out[np.ix_(self.heads, self.rows, self.keys)]
+
+
+def subgrid(params, q_shape, klen: int) -> tuple:
+    """(heads, rows, keys) int64 arrays of the graded entries (all when the case names none)."""
+    qlen, n_head, _ = q_shape
+    return tuple(np.asarray(params[name] if params.get(name) is not None else range(size), dtype=np.int64)
+                 for name, size in (("heads", n_head), ("rows", qlen), ("keys", klen)))
 
 
 def reference_scores(case, spec, inputs) -> np.ndarray:
-    """The golden scores of the inputs the adapter received: the stored ones when those inputs are
-    the stored ones (always, for golden inputs exact in every dtype), else computed in golden mode."""
-    if all(np.array_equal(inputs[r], np.asarray(case.arrays[r], dtype=np.float64)) for r in INPUTS):
+    """The golden scores of the inputs the adapter received (of the case's subgrid): the stored ones
+    when those inputs are the case's (always, for golden inputs exact in every dtype), else
+    computed in golden mode."""
+    if all(np.array_equal(inputs[r], case_inputs(case)[r]) for r in INPUTS):
         return np.asarray(case.arrays["expected"], dtype=np.float64)
-    return transformer_xl.score(*(inputs[r] for r in INPUTS), mlen=spec.mlen, d_model=spec.d_model,
-                                clamp_len=spec.clamp_len, mode="golden")
+    return transformer_xl.score_entries(*(inputs[r] for r in INPUTS), mlen=spec.mlen, d_model=spec.d_model,
+                                        clamp_len=spec.clamp_len, **xl_vectors.subset(case.params))
 
 
-def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False) -> np.ndarray:
+def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False, view: View | None = None) -> np.ndarray:
     """[n_head, qlen, klen]: the budget of the module docstring. noise=True: the typical error of a
     correct implementation instead (diagnosis's noise floor), 2 u (S_c + S_r) / sqrt(d_head) with
     S_r = sum_e |q_e + v_e| |r_e|: the stored q + u, q + v and r rounded once each, not the n
     roundings of a worst-case sum (with float32 accumulation a half-precision score is off by
     about that much)."""
+    if view is not None:  # a subgrid: its own inputs and distances
+        inputs = view.inputs
     q, k, u_b, v_b, w = (inputs[r] for r in INPUTS)
     qlen, n_head, d_head = q.shape
     u = tolerance.table_roundoff(dtype, profile)
     a = tolerance.accumulation_roundoff(dtype, profile)
-    pos = position_terms(qlen, w, spec, dtype, profile)
+    pos = position_terms(qlen, w, spec, dtype, profile, None if view is None else view.dist)
     per_key = lambda x: x.reshape(-1, n_head, d_head)[pos["index"]]  # noqa: E731
     qv = np.abs(q + v_b)
     s_c = np.einsum("ihe,jhe->hij", np.abs(q + u_b), np.abs(k))
@@ -87,11 +134,12 @@ def budget(inputs, spec, dtype: str, profile: str, *, noise: bool = False) -> np
     return ((d_head * a + 5 * u) * (s_c + s_p) + carried) / math.sqrt(d_head) + floor
 
 
-def blind_distances(inputs, spec, budget_array, mask) -> list:
+def blind_distances(inputs, spec, budget_array, mask, raw=None) -> list:
     """Relative distances p (unmasked, not clamped away) where the budget covers the change of
-    every score there when the distance becomes p + 1: an off-by-one shift would pass there."""
+    every score there when the distance becomes p + 1: an off-by-one shift would pass there.
+    ``raw``: the subgrid's unclamped distances (View.raw) with ``inputs`` its View.inputs."""
     q, k, u, v, w = (inputs[r] for r in INPUTS)
-    raw = diagnosis.raw_distances(q.shape[0], spec.mlen)
+    raw = diagnosis.raw_distances(q.shape[0], spec.mlen) if raw is None else raw
     clamp = (lambda d: np.minimum(d, spec.clamp_len)) if spec.clamp_len > 0 else (lambda d: d)  # noqa: E731
     here = diagnosis.model_scores(q, k, u, v, w, clamp(raw), spec.d_model)
     moved = diagnosis.model_scores(q, k, u, v, w, clamp(raw + 1), spec.d_model)
@@ -111,7 +159,7 @@ class TransformerXLScore(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        args, inputs, watched = adapter_inputs(case.arrays, INPUTS, (), dtype, device)
+        args, inputs, watched = adapter_inputs(case_inputs(case), INPUTS, (), dtype, device)
         return Prepared((*args, spec), inputs, watched, dtype, device)
 
     def grade(self, case, spec, prepared, value) -> Graded:
@@ -119,15 +167,17 @@ class TransformerXLScore(Protocol):
         shape = (q.shape[1], q.shape[0], k.shape[0])
         out, problems, got = check_tensor(value, "the scores", shape, prepared.dtype, prepared.device)
         problems += mutation_problems(prepared.watched)
-        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
         if out is None:
-            return graded
-        mask = np.broadcast_to(graded_entries(q.shape[0], spec.mlen), shape)
+            return Graded(problems=problems, output_f64=out, output_dtype=got)
+        view = View(case, spec, prepared.inputs_f64)
+        out = view.select(out)  # the graded subgrid (the whole case unless it names one)
+        graded = Graded(problems=problems, output_f64=out, output_dtype=got)
+        mask = np.broadcast_to(view.mask, out.shape)
         ref = reference_scores(case, spec, prepared.inputs_f64)
-        budgets = {profile: budget(prepared.inputs_f64, spec, prepared.dtype, profile) for profile in tolerance.PROFILES}
+        budgets = {profile: budget(None, spec, prepared.dtype, profile, view=view) for profile in tolerance.PROFILES}
         grade_on_mask(graded, out, ref, mask, budgets.get, "the scores (unmasked)", "scores")
         for profile, b in budgets.items():
-            blind = blind_distances(prepared.inputs_f64, spec, b, mask[0])
+            blind = blind_distances(view.inputs, spec, b, view.mask, view.raw)
             if blind:
                 graded.notes[profile] = [f"the {profile} budget at relative distance(s) {blind} exceeds the change "
                                          "from distance p to p + 1, so an off-by-one shift would pass there"]
@@ -136,7 +186,8 @@ class TransformerXLScore(Protocol):
     def locate(self, case, spec, prepared, index) -> str:
         if isinstance(index, backward.GradIndex):
             return backward.locate(spec, prepared.inputs_f64, index)
-        h, i, j = index
+        heads, rows, keys = subgrid(case.params, prepared.inputs_f64["q"].shape, prepared.inputs_f64["k"].shape[0])
+        h, i, j = int(heads[index[0]]), int(rows[index[1]]), int(keys[index[2]])  # the subgrid's in the case's
         where = f"memory slot {j}" if j < spec.mlen else f"segment token {j - spec.mlen}"
         return f"head {h}, query {i}, key {j} ({where}), relative distance {i + spec.mlen - j}"
 
@@ -145,13 +196,14 @@ class TransformerXLScore(Protocol):
         if out is None:
             return []
         inputs = prepared.inputs_f64
-        mask = graded_entries(inputs["q"].shape[0], spec.mlen)
+        view = View(case, spec, inputs)  # out is already the graded subgrid (grade)
+        mask = view.mask
         if not np.all(np.isfinite(out[:, mask])):
             return []
         ref = reference_scores(case, spec, inputs)
-        b = budget(inputs, spec, dtype if dtype in tolerance.DTYPES else "float32", "standard", noise=True)
+        b = budget(None, spec, dtype if dtype in tolerance.DTYPES else "float32", "standard", noise=True, view=view)
         floor = float(np.sqrt(np.mean(np.square(b[:, mask]))))
-        return diagnosis.diagnose(out, ref, mask, inputs, spec, floor)
+        return diagnosis.diagnose(out, ref, mask, view.inputs, spec, floor, view.raw)
 
     def repro_call(self) -> str:
         return "fn(*args)"
@@ -161,6 +213,9 @@ class TransformerXLScore(Protocol):
     differentiable = True
 
     def grad_inputs(self, case, spec, prepared) -> dict:
+        # A case at a model's full shape grades a subgrid of its scores: --grad grades the catalog's.
+        if any(v is not None for v in xl_vectors.subset(case.params).values()):
+            return {}
         return {role: i for i, role in enumerate(INPUTS)}
 
     def cotangents(self, case, spec, prepared) -> tuple:

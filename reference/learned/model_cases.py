@@ -12,12 +12,22 @@ has a row (N - 1; RoBERTa: N - padding_idx - 2):
 - ``left-padded`` (RoBERTa): rows with 0, 2 and 4 pads, which read row padding_idx;
 - ``wall-<last+1>``: one past the table, which must raise; ``wall-one-token``: only the very
   last token of the batch past it; ``negative-1`` (absolute tables): no row -1.
+
+``committed``: every test but ``drawn``, stored and certified in vectors/ as
+``learned.lookup/<model>/<test>`` (reference.zoo.vectors) at the model's own table, rows and width.
+The table is not stored: it is named by its seed (``table_from`` "seed", reference.learned.seeded_table),
+so a committed group keeps x, the positions and the expected values (about 0.3 MB a model) instead
+of a 3 to 6 MB table a case.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reference.golden.catalog import TestGroupSpec
+from reference.learned import seeded_table
 from reference.learned.vectors import LearnedTest, _last_position, _left_padded_rows
+from reference.zoo.vectors import seedless
 
 
 def groups(setting, draw, protocol: str = "learned.lookup") -> list:
@@ -55,3 +65,13 @@ def groups(setting, draw, protocol: str = "learned.lookup") -> list:
 
 def _t(name, comment, flags, positions, must_raise=False) -> LearnedTest:
     return LearnedTest(name, comment, ("ModelConfig",) + tuple(flags), tuple(tuple(r) for r in positions), must_raise)
+
+
+def committed(setting, protocol: str = "learned.lookup") -> list:
+    """The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn
+    one, their tables named by seed (``table_from`` "seed")."""
+    return [replace(tg, params={**tg.params, "table_from": seeded_table.SOURCE})
+            for tg in _seedless(setting, protocol)]
+
+
+_seedless = seedless(groups)

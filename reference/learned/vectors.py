@@ -16,6 +16,11 @@ needs it to look anything up), vectors/ is stored uncompressed, and a 1024 x 768
 would weigh 6 MB per case; 8 columns keep the whole family near 0.6 MB. Nothing in a lookup
 depends on the width (each column is one independent addition), so no case loses any power.
 
+A zoo model's committed cases (``learned.lookup/gpt2-124m/...``, reference.learned.model_cases) keep
+the model's own width (768) and name their table by a seed instead (group parameter ``table_from``
+"seed", test parameters ``table_seed`` and ``table_sha256``; reference.learned.seeded_table): their
+stored ``table`` is empty, shape (0, d_model), and ``seeded_table.table_of`` derives it.
+
 Wall cases. A position whose row falls outside the table has no right value: the right answer is
 an exception. Such a case has the parameter ``must_raise: true``, stores its inputs (x,
 positions, table) and an empty ``expected`` (shape (0,)): there is no output. The conformance
@@ -35,7 +40,7 @@ import numpy as np
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.learned import lookup, oracle, rows
+from reference.learned import lookup, oracle, rows, seeded_table
 
 PROTOCOL = "learned.lookup"
 D_MODEL = 8  # see the module docstring: the tables are stored inputs
@@ -374,8 +379,14 @@ def build_lookup(case_id: str, params: dict, test: LearnedTest):
                          f"{'refuses' if not test.must_raise else 'accepts'} these positions")
     b, s = positions.shape
     x = representable_inputs(case_id, (b, s, params["d_model"]), "x")
-    table = representable_inputs(case_id, (params["num_positions"], params["d_model"]), "table")
-    return {"must_raise": bool(test.must_raise)}, {"x": x, "positions": positions, "table": table}
+    test_params = {"must_raise": bool(test.must_raise)}
+    if seeded_table.is_seeded(params):  # a zoo model's committed case: the table named by its seed
+        table = seeded_table.derive(case_id, params["num_positions"], params["d_model"])
+        test_params.update(table_seed=case_id, table_sha256=seeded_table.digest(table))
+        table = np.empty((0, params["d_model"]), dtype=np.float64)
+    else:
+        table = representable_inputs(case_id, (params["num_positions"], params["d_model"]), "table")
+    return test_params, {"x": x, "positions": positions, "table": table}
 
 
 def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
@@ -383,13 +394,14 @@ def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
     correctly rounded addition: golden and fast mode are the same). A ``must_raise`` case gets an
     empty ``expected`` after checking that the reference does refuse it."""
     kwargs = dict(variant=params["variant"], padding_idx=params["padding_idx"], backend=backend)
+    table = seeded_table.table_of(params, inputs["table"])
     if params["must_raise"]:
         try:
-            lookup(inputs["x"], inputs["positions"], inputs["table"], **kwargs)
+            lookup(inputs["x"], inputs["positions"], table, **kwargs)
         except ValueError:
             return {"expected": np.empty((0,), dtype=np.float64)}
         raise ValueError("must_raise: the reference accepted a case that must raise")
-    out = lookup(inputs["x"], inputs["positions"], inputs["table"], **kwargs)
+    out = lookup(inputs["x"], inputs["positions"], table, **kwargs)
     return {"expected": np.asarray(out, dtype=np.float64)}
 
 
@@ -400,14 +412,16 @@ def shapes_lookup(params: dict, arrays: dict) -> dict:
     b, s = positions.shape
     d = params["d_model"]
     out = (0,) if params["must_raise"] else (b, s, d)
-    return {"x": (b, s, d), "table": (params["num_positions"], d), "expected": out}
+    rows_stored = 0 if seeded_table.is_seeded(params) else params["num_positions"]
+    return {"x": (b, s, d), "table": (rows_stored, d), "expected": out}
 
 
 def exact_lookup(params: dict, inputs: dict) -> dict:
     """The exact sums in mpmath (reference.learned.oracle), or nothing for a must_raise case."""
     if params["must_raise"]:
         return {"expected": np.empty((0,), dtype=object)}
-    return {"expected": oracle.lookup_exact(inputs["x"], inputs["positions"], inputs["table"],
+    return {"expected": oracle.lookup_exact(inputs["x"], inputs["positions"],
+                                            seeded_table.table_of(params, inputs["table"]),
                                             params["variant"], params["padding_idx"])}
 
 
@@ -421,7 +435,13 @@ PARAMS_SCHEMA = {
         "variant": {"enum": ["absolute", "roberta"]},
         "padding_idx": {"type": ["null", "integer"], "minimum": 0},
         "must_raise": {"type": "boolean"},
+        # A zoo model's committed case: its table named by a seed, not stored (seeded_table).
+        "table_from": {"enum": [seeded_table.SOURCE]},
+        "table_seed": {"type": "string", "minLength": 1},
+        "table_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
     },
+    "dependentRequired": {"table_from": ["table_seed", "table_sha256"],
+                          "table_seed": ["table_from"], "table_sha256": ["table_from"]},
 }
 
 PROTOCOLS = {

@@ -18,13 +18,14 @@ negative distance here. The reference code reaches r[i + mlen - j] with its ``_r
 
 API: ``score(q, k, u, v, r_weight, *, mlen, d_model, clamp_len, backend, mode)`` -> [n_head, qlen,
 klen], q [qlen, n_head, d_head], k [klen, n_head, d_head], u, v [n_head, d_head];
-``distances(qlen, mlen, clamp_len)``; ``sinusoid(positions, d_model)`` (R rows); ``fast_bound``.
+``score_entries(..., heads, rows, keys)``: the golden scores of a subgrid only (a model's full
+shape); ``distances(qlen, mlen, clamp_len)``; ``sinusoid(positions, d_model)`` (R rows); ``fast_bound``.
 Golden mode: every score computed at 200 bits from the exact sinusoid and rounded once (faithful,
 certified against oracle.py). Fast mode (cpu Numba, cuda, numpy; R from the shared sinusoid
 table, reference/numerics/sinusoid.py, exactly reduced): within ``fast_bound``. Never imports
 torch.
 """
 
-from .core import BASE, distances, fast_bound, score, sinusoid
+from .core import BASE, distances, fast_bound, score, score_entries, sinusoid
 
-__all__ = ["BASE", "distances", "fast_bound", "score", "sinusoid"]
+__all__ = ["BASE", "distances", "fast_bound", "score", "score_entries", "sinusoid"]

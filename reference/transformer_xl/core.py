@@ -90,35 +90,112 @@ def _distance_table(qlen, mlen, clamp_len):
     return values, index.reshape(d.shape).astype(np.int64)
 
 
-def _golden(q, k, u, v, w, mlen, d_model, clamp_len) -> np.ndarray:
-    """Every score at 200 bits from the exact sinusoid (the inputs are exact doubles), rounded once.
+FRACTION_BITS = 260  # R at 200 bits as an integer times 2^-260: exact for every |R| >= 2^-60
+
+
+def _integer_scale(w: np.ndarray):
+    """(S, W 2^S as int64) with every entry an integer below 2^24 (posref's seeded inputs: 8
+    significant bits, at least 2^-15), or None: those products and sums are exact in float64."""
+    for shift in range(0, 64):
+        scaled = np.ldexp(w, shift)
+        if np.all(scaled == np.rint(scaled)):
+            return (shift, scaled.astype(np.int64)) if np.max(np.abs(scaled), initial=0) < 2**24 else None
+    return None
+
+
+def _exact_rows(w: np.ndarray, R: list, scaled="find") -> list:
+    """[mpf] = W R for W [n_out, d_model] exact doubles and R [d_model] mpf: each sum exact, then
+    rounded once to the working precision (as mpmath.fdot gives it), in integer arithmetic.
+
+    Why: W R is the golden's cost (n_head d_head sums of d_model terms per distance: 15 s a case of
+    4 queries at Transformer-XL's 1024 x 1024 through mpmath.fdot). With W = W_int 2^-S (W_int
+    below 2^24) and R = R_int 2^-260 (R's 200-bit mantissas, exact), R_int is cut into limbs of b
+    bits, b such that 2^b max|W_int| d_model < 2^53: each float64 product W_int limb and each sum
+    of d_model of them is then an exact integer, whatever order a BLAS adds in, and
+    sum_l (W_int limb_l) 2^(b l) is the exact sum. Falls back to mpmath.fdot for other W."""
+    scaled = _integer_scale(w)
+    ints = []
+    for value in R:
+        value = mpmath.mpf(value)
+        man, exp = value.man_exp  # |value| = man 2^exp (man unsigned)
+        if man and exp + FRACTION_BITS < 0:
+            scaled = None
+            break
+        ints.append((-1 if value < 0 else 1) * (int(man) << max(exp + FRACTION_BITS, 0)))
+    if scaled is None:
+        rows = [[mpmath.mpf(float(x)) for x in row] for row in w]
+        return [mpmath.fdot(row, R) for row in rows]
+    shift, w_int = scaled
+    width = 52 - int(np.max(np.abs(w_int), initial=1)).bit_length() - int(w.shape[1]).bit_length()
+    if width < 8:
+        rows = [[mpmath.mpf(float(x)) for x in row] for row in w]
+        return [mpmath.fdot(row, R) for row in rows]
+    signs = np.array([1 if v >= 0 else -1 for v in ints], dtype=np.int64)
+    mags = [abs(v) for v in ints]
+    n_limbs = max(1, -(-max(m.bit_length() for m in mags) // width))
+    mask = (1 << width) - 1
+    limbs = np.array([[float((m >> (width * l)) & mask) for l in range(n_limbs)] for m in mags])  # exact
+    sums = (w_int * signs[None, :]).astype(np.float64) @ limbs  # [n_out, n_limbs], exact integers
+    out = []
+    for row in sums:
+        total = sum(int(v) << (width * l) for l, v in enumerate(row))
+        out.append(mpmath.mpf((total, -(shift + FRACTION_BITS))) if total else mpmath.mpf(0))
+    return out
+
+
+def _golden(q, k, u, v, w, mlen, d_model, clamp_len, heads=None, rows=None, keys=None) -> np.ndarray:
+    """Every score (of ``heads`` x ``rows`` x ``keys`` when given: [len(heads), len(rows),
+    len(keys)]) at 200 bits from the exact sinusoid (the inputs are exact doubles), rounded once.
     The 200-bit value errs by a few 2^-200 times the terms' size (sin, cos, the sqrt and the
     rounding of each exact dot product). Unless the terms cancel to within 2^-140 of their size,
     that stays below 2^-60 ulp of the score, so the stored value is faithfully rounded (in
-    practice correctly). Certification checks every stored value against the oracle."""
+    practice correctly). Certification checks every stored value against the oracle. Only the
+    graded heads' rows of r_weight and the graded entries' distances are computed."""
     qlen, n_head, d_head = q.shape
-    values, index = _distance_table(qlen, mlen, clamp_len)
-    out = np.empty((n_head, qlen, qlen + mlen))
+    heads = list(range(n_head)) if heads is None else [int(h) for h in heads]
+    rows = list(range(qlen)) if rows is None else [int(i) for i in rows]
+    keys = list(range(qlen + mlen)) if keys is None else [int(j) for j in keys]
+    d = distances(qlen, mlen, clamp_len)[np.ix_(rows, keys)]
+    values, index = np.unique(d, return_inverse=True)
+    index = index.reshape(d.shape)
+    w_heads = np.concatenate([w[h * d_head:(h + 1) * d_head] for h in heads])  # [len(heads) d_head, d_model]
+    out = np.empty((len(heads), len(rows), len(keys)))
     with mpmath.workprec(200):
         mp = np.vectorize(lambda x: mpmath.mpf(float(x)), otypes=[object])
-        qm, km, um, vm, wm = mp(q), mp(k), mp(u), mp(v), mp(w)
+        qm, km, um, vm = mp(q[rows]), mp(k[keys]), mp(u), mp(v)
         freq = inv_freq_mp(d_model)
-        rows = []
+        scaled = _integer_scale(w_heads)
+        r_rows = []
         for p in values.tolist():
             angles = [p * f for f in freq]
-            R = [mpmath.sin(a) for a in angles] + [mpmath.cos(a) for a in angles]
-            rows.append([mpmath.fdot(wm[o], R) for o in range(n_head * d_head)])
+            r_rows.append(_exact_rows(w_heads, [mpmath.sin(a) for a in angles] + [mpmath.cos(a) for a in angles],
+                                      scaled))
         scale = 1 / mpmath.sqrt(d_head)
-        for h in range(n_head):
-            for i in range(qlen):
+        for a, h in enumerate(heads):
+            for i in range(len(rows)):
                 qu = [qm[i, h, e] + um[h, e] for e in range(d_head)]
                 qv = [qm[i, h, e] + vm[h, e] for e in range(d_head)]
-                for j in range(qlen + mlen):
-                    r = rows[index[i, j]][h * d_head:(h + 1) * d_head]
+                for j in range(len(keys)):
+                    r = r_rows[index[i, j]][a * d_head:(a + 1) * d_head]
                     content = mpmath.fdot(qu, km[j, h])
                     position = mpmath.fdot(qv, r)
-                    out[h, i, j] = nearest_double((content + position) * scale)
+                    out[a, i, j] = nearest_double((content + position) * scale)
     return out
+
+
+def score_entries(q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, heads=None, rows=None,
+                  keys=None) -> np.ndarray:
+    """Golden scores of the ``heads`` x ``rows`` (queries) x ``keys`` subgrid only, float64
+    [len(heads), len(rows), len(keys)] (each None: all): ``score(..., mode="golden")[heads][:, rows][:, :, keys]``,
+    at the cost of those entries' distances and heads, so that a case at a model's full shape
+    (Transformer-XL: 16 heads of 64, d_model 1024, 1600 memory slots) grades a few entries."""
+    mlen, d_model, clamp_len = check_config(mlen, d_model, clamp_len)
+    q, k, u, v, w = check_inputs(q, k, u, v, r_weight, mlen, d_model)
+    qlen, n_head, _ = q.shape
+    for name, picked, size in (("heads", heads, n_head), ("rows", rows, qlen), ("keys", keys, qlen + mlen)):
+        if picked is not None and (len(picked) == 0 or not all(0 <= int(x) < size for x in picked)):
+            raise ValueError(f"{name}: indices from 0 to {size - 1}, got {list(picked)}")
+    return _golden(q, k, u, v, w, mlen, d_model, clamp_len, heads, rows, keys)
 
 
 def score(q, k, u, v, r_weight, *, mlen, d_model, clamp_len=0, backend="cpu", mode="fast") -> np.ndarray:

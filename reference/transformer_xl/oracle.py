@@ -18,25 +18,35 @@ def _relative(i, j, mlen, clamp_len):
     return min(t, clamp_len) if clamp_len > 0 else t
 
 
-def score_exact(q, k, u, v, r_weight, mlen, d_model, clamp_len):
+def score_exact(q, k, u, v, r_weight, mlen, d_model, clamp_len, heads=None, rows=None, keys=None):
+    """object [len(heads), len(rows), len(keys)] of exact scores (each None: all). r = W_r R_t is
+    computed once per head and distance t (the cost at a model's d_model 1024)."""
     f = lambda a: [[mpmath.mpf(float(x)) for x in row] for row in np.asarray(a, dtype=np.float64)]  # noqa: E731
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     qlen, n_head, d_head = q.shape
     klen = k.shape[0]
-    W, U, V = f(r_weight), f(u), f(v)
+    heads = range(n_head) if heads is None else heads
+    rows_ = range(qlen) if rows is None else rows
+    keys_ = range(klen) if keys is None else keys
+    W, U, V = np.asarray(r_weight, dtype=np.float64), f(u), f(v)
     half = d_model // 2
     omega = [mpmath.exp(-(mpmath.mpf(2 * c) / d_model) * mpmath.log(10000)) for c in range(half)]
-    out = np.empty((n_head, qlen, klen), dtype=object)
-    for h in range(n_head):
-        rows = W[h * d_head:(h + 1) * d_head]
-        for i in range(qlen):
+    position_rows = {}
+
+    def r_of(h, t):
+        if (h, t) not in position_rows:
+            R = [mpmath.sin(t * w) for w in omega] + [mpmath.cos(t * w) for w in omega]
+            position_rows[h, t] = [mpmath.fdot(row, R) for row in f(W[h * d_head:(h + 1) * d_head])]
+        return position_rows[h, t]
+
+    out = np.empty((len(heads), len(rows_), len(keys_)), dtype=object)
+    for a, h in enumerate(heads):
+        for b, i in enumerate(rows_):
             qi = [mpmath.mpf(float(x)) for x in q[i, h]]
-            for j in range(klen):
+            for c_, j in enumerate(keys_):
                 kj = [mpmath.mpf(float(x)) for x in k[j, h]]
-                t = _relative(i, j, mlen, clamp_len)
-                R = [mpmath.sin(t * w) for w in omega] + [mpmath.cos(t * w) for w in omega]
-                r = [mpmath.fdot(row, R) for row in rows]
-                a, b = mpmath.fdot(qi, kj), mpmath.fdot(qi, r)
+                r = r_of(h, _relative(i, j, mlen, clamp_len))
+                a_, b_ = mpmath.fdot(qi, kj), mpmath.fdot(qi, r)
                 c, d = mpmath.fdot(U[h], kj), mpmath.fdot(V[h], r)
-                out[h, i, j] = (a + b + c + d) / mpmath.sqrt(d_head)
+                out[a, b, c_] = (a_ + b_ + c + d) / mpmath.sqrt(d_head)
     return out

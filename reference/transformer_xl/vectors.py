@@ -8,6 +8,13 @@ in bfloat16 and float16 (q, k in [-2, 2); u, v scaled by 1/2, r_weight by 1/4), 
 (reference.transformer_xl). Entries j > i + mlen are masked (not graded; stored at the negative
 distance). Parameters: n_head, d_head, d_model, qlen, mlen, clamp_len. Every value computed at
 200 bits and rounded once, certified as faithfully rounded (a reduction) against oracle.py.
+
+A case at a model's full shape (reference.transformer_xl.model_cases: Transformer-XL's 16 heads of
+64, d_model 1024, 1600 memory slots) grades a subgrid: parameters ``heads``, ``rows`` (queries) and
+``keys`` (indices), ``expected`` [len(heads), len(rows), len(keys)] (reference.transformer_xl
+.score_entries); the adapter still computes every score. Its inputs are named by their seed, not
+stored (``inputs_from`` "seed", ``inputs_seed``, ``inputs_sha256``; seeded_inputs.py): the stored
+input arrays are empty, shape (0,), and ``inputs_of`` derives them.
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import mpmath
+import numpy as np
 
 from reference import transformer_xl
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.transformer_xl import oracle
+from reference.transformer_xl import oracle, seeded_inputs
 
 SCORE = "transformer_xl.score"
 PAPER = "https://arxiv.org/abs/1901.02860"
@@ -37,6 +45,11 @@ NOTES = {
                    "off-by-one in the shift or the pos_seq shows on every row.", "links": [CODE]},
     "Clamped": {"bugType": "EDGE_CASE", "description": "clamp_len > 0: distances past clamp_len share R at "
                 "clamp_len (the reference code's pos_seq.clamp_(max=clamp_len)).", "links": [CODE]},
+    "ModelConfig": {"bugType": "FUNCTIONALITY", "description": "A released model's shape and configuration "
+                    "(transfo-xl-wt103: 16 heads of 64, d_model 1024, a 128-token segment after 1600 memory slots, "
+                    "clamp_len 1000). The adapter computes every score; a subgrid of heads, queries and keys is "
+                    "graded, and the inputs are named by their seed instead of stored.",
+                    "links": [PAPER, CODE, "https://huggingface.co/transfo-xl/transfo-xl-wt103/blob/main/config.json"]},
     "MaskedNotGraded": {"bugType": "FUNCTIONALITY", "description": "Entries j > i + mlen are masked in "
                         "attention: any value there (the shift's leftovers, -inf) is accepted.", "links": [CODE]},
 }
@@ -44,8 +57,14 @@ NOTES = {
 
 @dataclass(frozen=True)
 class ScoreTest(TestSpec):
+    """qlen queries after mlen memory slots; ``heads``, ``rows`` (queries) and ``keys``: the graded
+    subgrid (empty: all), for a case at a model's full shape (reference.transformer_xl.model_cases)."""
+
     qlen: int = 4
     mlen: int = 0
+    heads: tuple = ()
+    rows: tuple = ()
+    keys: tuple = ()
 
 
 def _params(n_head, d_head, d_model, clamp_len=0) -> dict:
@@ -96,30 +115,64 @@ def fresh_score(draw) -> list:
 def _shapes(params) -> dict:
     n, d, dm = params["n_head"], params["d_head"], params["d_model"]
     qlen, klen = params["qlen"], params["qlen"] + params["mlen"]
+    graded = (len(params.get("heads", range(n))), len(params.get("rows", range(qlen))),
+              len(params.get("keys", range(klen))))
     return {"q": (qlen, n, d), "k": (klen, n, d), "u": (n, d), "v": (n, d), "r_weight": (n * d, dm),
-            "expected": (n, qlen, klen)}
+            "expected": graded}
+
+
+def subset(params) -> dict:
+    """{"heads", "rows", "keys"}: the graded subgrid's indices (None: all)."""
+    return {name: params.get(name) for name in ("heads", "rows", "keys")}
+
+
+def inputs_of(params, arrays) -> dict:
+    """The case's inputs, stored or named by their seed (reference.transformer_xl.seeded_inputs)."""
+    return seeded_inputs.inputs_of(params, arrays, _shapes(params), SCALE)
 
 
 def build_score(case_id, params, test):
     extra = {"qlen": test.qlen, "mlen": test.mlen}
-    shapes = _shapes({**params, **extra})
-    return extra, {role: representable_inputs(case_id, shapes[role], role) * SCALE[role] for role in INPUTS}
+    for name in ("heads", "rows", "keys"):
+        if getattr(test, name):
+            extra[name] = [int(x) for x in getattr(test, name)]
+    full = {**params, **extra}
+    shapes = _shapes(full)
+    inputs = {role: representable_inputs(case_id, shapes[role], role) * SCALE[role] for role in INPUTS}
+    sizes = {"heads": params["n_head"], "rows": test.qlen, "keys": test.qlen + test.mlen}
+    for name, size in sizes.items():
+        picked = extra.get(name, ())
+        if len(set(picked)) != len(picked) or not all(0 <= x < size for x in picked):
+            raise ValueError(f"{case_id}: {name} must be distinct indices below {size}, got {list(picked)}")
+    if not np.any(np.asarray(extra.get("keys", range(sizes["keys"])))[None, :]
+                  <= np.asarray(extra.get("rows", range(test.qlen)))[:, None] + test.mlen):
+        raise ValueError(f"{case_id}: every graded entry is masked (key j > query i + mlen)")
+    if seeded_inputs.is_seeded(params):  # a model's case: the inputs named by their seed, not stored
+        extra.update(inputs_seed=case_id, inputs_sha256=seeded_inputs.digest(inputs, INPUTS))
+        inputs = {role: np.empty((0,)) for role in INPUTS}
+    return extra, inputs
 
 
 def compute_score(params, inputs, backend):
-    return {"expected": transformer_xl.score(*(inputs[r] for r in INPUTS), mlen=params["mlen"],
-                                             d_model=params["d_model"], clamp_len=params["clamp_len"],
-                                             backend=backend, mode="golden")}
+    inputs = inputs_of(params, inputs)
+    config = dict(mlen=params["mlen"], d_model=params["d_model"], clamp_len=params["clamp_len"])
+    if any(v is not None for v in subset(params).values()):
+        return {"expected": transformer_xl.score_entries(*(inputs[r] for r in INPUTS), **config, **subset(params))}
+    return {"expected": transformer_xl.score(*(inputs[r] for r in INPUTS), **config, backend=backend, mode="golden")}
 
 
 def shapes_score(params, arrays):
-    return _shapes(params)
+    shapes = _shapes(params)
+    if seeded_inputs.is_seeded(params):
+        shapes.update({role: (0,) for role in INPUTS})
+    return shapes
 
 
 def exact_score(params, inputs):
+    inputs = inputs_of(params, inputs)
     with mpmath.workprec(200):
         return {"expected": oracle.score_exact(*(inputs[r] for r in INPUTS), params["mlen"], params["d_model"],
-                                               params["clamp_len"])}
+                                               params["clamp_len"], **subset(params))}
 
 
 PARAMS_SCHEMA = {"type": "object", "additionalProperties": False,
@@ -129,7 +182,17 @@ PARAMS_SCHEMA = {"type": "object", "additionalProperties": False,
                                 "d_model": {"type": "integer", "minimum": 2, "multipleOf": 2},
                                 "qlen": {"type": "integer", "minimum": 1},
                                 "mlen": {"type": "integer", "minimum": 0},
-                                "clamp_len": {"type": "integer", "minimum": 0}}}
+                                "clamp_len": {"type": "integer", "minimum": 0},
+                                # The graded subgrid of a case at a model's full shape (absent: all).
+                                "heads": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                                "rows": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                                "keys": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                                # Its inputs named by a seed, not stored (seeded_inputs).
+                                "inputs_from": {"enum": [seeded_inputs.SOURCE]},
+                                "inputs_seed": {"type": "string", "minLength": 1},
+                                "inputs_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+                 "dependentRequired": {"inputs_from": ["inputs_seed", "inputs_sha256"],
+                                       "inputs_seed": ["inputs_from"], "inputs_sha256": ["inputs_from"]}}
 
 PROTOCOLS = {
     SCORE: VectorProtocol(SCORE, {**{r: "float64" for r in INPUTS}, "expected": "float64"}, INPUTS, PARAMS_SCHEMA,

@@ -90,7 +90,10 @@ def _ratios(fn, x64, positions, table64, spec, dtype):
 
 
 def catalog_ratios(fn, dtype):
+    """Over every stored value case: the catalog's and the zoo models' committed ones (their tables
+    named by seed, reference.learned.seeded_table)."""
     from reference.golden import store
+    from reference.learned.seeded_table import table_of
 
     worst = [0.0, 0.0]
     for case in store.iter_cases("learned.lookup"):
@@ -98,7 +101,8 @@ def catalog_ratios(fn, dtype):
             continue
         spec = LearnedSpec(case.params["num_positions"], case.params["d_model"], case.params["variant"],
                            case.params["padding_idx"])
-        r = _ratios(fn, case.arrays["x"], case.arrays["positions"], case.arrays["table"], spec, dtype)
+        r = _ratios(fn, case.arrays["x"], case.arrays["positions"], table_of(case.params, case.arrays["table"]), spec,
+                    dtype)
         worst = [max(a, b) for a, b in zip(worst, r)]
     return tuple(worst)
 

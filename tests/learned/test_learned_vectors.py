@@ -12,10 +12,17 @@ import pytest
 import reference.learned as L
 from conformance.core.mutants import round_to
 from reference.golden import catalog, store
-from reference.learned import vectors
+from reference.learned import seeded_table, vectors
 
-CASES = list(store.iter_cases("learned.lookup"))
+ALL = list(store.iter_cases("learned.lookup"))  # the catalog's and the zoo models' committed cases
+CATALOG_GROUPS = {g.name for g in vectors.groups()}
+CASES = [c for c in ALL if c.group in CATALOG_GROUPS]
 PROTO = catalog.protocol("learned.lookup")
+
+
+def _table(case):
+    """The case's table: stored, or named by its seed (a zoo model's committed case)."""
+    return seeded_table.table_of(case.params, case.arrays["table"])
 
 
 def test_the_catalog_has_the_real_table_lengths_and_every_kind_of_case():
@@ -44,7 +51,7 @@ def test_every_case_has_a_comment_and_explained_flags():
         assert note["description"] and all(link.startswith("https://") for link in note["links"])
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.params["must_raise"]], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in ALL if not c.params["must_raise"]], ids=lambda c: c.id)
 def test_value_cases_are_certified_correctly_rounded(case):
     """Every stored value is the exact mpmath sum rounded to float64 (the family's ``exact``)."""
     from reference.learned import oracle
@@ -54,19 +61,19 @@ def test_value_cases_are_certified_correctly_rounded(case):
     np.testing.assert_array_equal(oracle.rounded(exact), case.arrays["expected"])
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.params["must_raise"]], ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in ALL if c.params["must_raise"]], ids=lambda c: c.id)
 def test_wall_cases_store_no_output_and_the_reference_refuses_them(case):
     assert case.arrays["expected"].shape == (0,)
     assert PROTO.exact(case.params, case.arrays)["expected"].shape == (0,)
     for backend in ("cpu", "numpy"):
         with pytest.raises(ValueError, match="^positions: .*length wall"):
-            L.lookup(case.arrays["x"], case.arrays["positions"], case.arrays["table"],
+            L.lookup(case.arrays["x"], case.arrays["positions"], _table(case),
                      variant=case.params["variant"], padding_idx=case.params["padding_idx"], backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "numpy"])
 def test_recomputing_gives_the_stored_bits(backend):
-    for case in CASES:
+    for case in ALL:
         inputs = {r: case.arrays[r] for r in PROTO.inputs}
         out = PROTO.compute(case.params, inputs, backend)["expected"]
         assert out.shape == case.arrays["expected"].shape
@@ -74,16 +81,20 @@ def test_recomputing_gives_the_stored_bits(backend):
 
 
 def test_inputs_are_exactly_representable_in_bfloat16_and_float16():
-    for case in CASES:
+    for case in ALL:
         for role in ("x", "table"):
-            v = case.arrays[role]
+            v = _table(case) if role == "table" else case.arrays[role]
             for dtype in ("bfloat16", "float16"):
                 np.testing.assert_array_equal(round_to(v, dtype), v, err_msg=f"{case.id} {role} {dtype}")
 
 
 def test_the_family_stays_small():
+    """The catalog's tables are 8 columns wide; a zoo model's committed group stores no table (it is
+    named by its seed) and keeps the model's 768 columns for x and the expected values only."""
     root = store.vectors_dir() / "learned.lookup"
-    assert sum(p.stat().st_size for p in root.iterdir()) < 800_000
+    assert sum(p.stat().st_size for p in root.iterdir() if p.stem in CATALOG_GROUPS) < 800_000
+    committed = [p for p in root.glob("*.npz") if p.stem not in CATALOG_GROUPS]
+    assert len(committed) == 3 and all(p.stat().st_size < 600_000 for p in committed)
 
 
 def test_build_refuses_a_case_whose_must_raise_disagrees_with_the_reference():

@@ -4,8 +4,8 @@ reading of a ``transfo-xl`` config (the table it yields is graded by the sinusoi
 transfo-xl-wt103's relative encoding reads a sinusoidal table R at d_model 1024 over the
 distances klen - 1 .. 0 clamped at clamp_len 1000: graded as sinusoidal.table up to distance 1000.
 The paper's PositionalEmbedding passes there; the paper's Transformer layout (interleaved) and
-tensor2tensor's exponent fail. (transformer_xl.score is not graded at the model's shape: see the
-reader's docstring.)
+tensor2tensor's exponent fail. The scores themselves, transformer_xl.score at the model's full
+shape, are tests/transformer_xl/test_model_score.py's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_the_record_reads_as_its_table_up_to_clamp_len():
     assert setting.params == {"d_model": 1024, "layout": "concatenated", "exponent": "2i/d", "base": 10000.0,
                               "dims": 1}
     assert setting.max_position == 1000 and setting.notes == ("largest distance 1000: clamp_len 1000",)
-    assert list(plan(_config())) == ["sinusoidal.table"]
+    assert list(plan(_config())) == ["sinusoidal.table", "transformer_xl.score"]
 
 
 def test_without_a_clamp_the_segment_and_memory_bound_the_distances():

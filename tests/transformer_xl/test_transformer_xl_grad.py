@@ -31,7 +31,10 @@ def test_the_mem_transformer_style_gradients_pass_in_every_dtype():
     report = run_conformance(CORRECT, "transformer_xl.score", dtypes=("float32", "bfloat16", "float16", "float64"),
                              fresh=False, grad=True)
     assert report.summary()["overall"] == "pass"
-    for case in report.cases:
+    # a model's subgrid cases (transfo-xl-wt103) grade no gradients: the catalog's do
+    full = [c for c in report.cases if "transfo-xl-wt103" not in c.id]
+    assert len(full) == 6 * 4 and all(c.grad is None for c in report.cases if c not in full)
+    for case in full:
         assert set(case.grad["inputs"]) == {"q", "k", "u", "v", "r_weight"}
         for role, entry in case.grad["inputs"].items():
             assert entry["verdict"] in ("pass", "acceptable"), (case.id, case.dtype, role, entry)
