@@ -738,7 +738,7 @@ def run(
         launched_before = triton_interpret.launches()
     from conformance import frameworks
 
-    framework_notes = frameworks.default_dtypes(opts, DEFAULT_DTYPES)
+    framework_notes = frameworks.default_dtypes(opts, proto, DEFAULT_DTYPES)
     baseline = None
     if opts.expected_failures is not None:
         from conformance import baseline as baselines

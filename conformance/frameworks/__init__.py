@@ -105,10 +105,10 @@ def check(opts, proto) -> None:
         raise OptionError(str(exc)) from None
 
 
-def default_dtypes(opts, defaults) -> list:
-    """Without an explicit --dtype, NumPy and CuPy (no native bfloat16) grade float32 and float64;
-    returns the note that says so."""
-    if opts.framework in NO_BFLOAT16 and tuple(opts.dtypes) == tuple(defaults):
+def default_dtypes(opts, proto, defaults) -> list:
+    """Without an explicit --dtype, NumPy and CuPy (no native bfloat16) grade float32 and float64
+    (dtype-free protocols: nothing to change); returns the note that says so."""
+    if opts.framework in NO_BFLOAT16 and not proto.dtype_free and tuple(opts.dtypes) == tuple(defaults):
         opts.dtypes = ("float32", "float64")
         return [f"--framework {opts.framework}: {opts.framework} has no native bfloat16, so float32 and float64 "
                 "are graded by default (--dtype bfloat16 grades it through ml_dtypes where installed)"]
@@ -124,8 +124,8 @@ def note(opts) -> str:
     """The report's note for a run with another framework."""
     name = opts.framework
     return (f"--framework {name}: the adapter received {name} arrays and returned {name} arrays, converted "
-            f"from and to torch tensors by posref (DLPack where {name} takes it, else a copy through NumPy); "
-            "the budgets, the reference and the diagnoses are the same as for torch (docs/frameworks.md)")
+            f"from and to torch tensors by posref ({backend(name).HANDOVER}); the budgets, the reference and "
+            "the diagnoses are the same as for torch (docs/frameworks.md)")
 
 
 # ------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import importlib
 NAME = "cupy"
 MODULE = "cupy"
 DIST = "cupy"
+HANDOVER = "DLPack both ways"  # for the report's note
 DEVICES = ("cuda",)
 MISSING = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 

@@ -17,6 +17,7 @@ import importlib
 NAME = "jax"
 MODULE = "jax"
 DIST = "jax"
+HANDOVER = "DLPack, else a copy through NumPy; jax_enable_x64 on"  # for the report's note
 DEVICES = ("cpu", "cuda")
 
 

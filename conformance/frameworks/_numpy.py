@@ -17,6 +17,7 @@ from conformance.errors import Unsupported
 NAME = "numpy"
 MODULE = "numpy"  # the import name (tests replace it to simulate a missing library)
 DIST = "numpy"
+HANDOVER = "inputs as views of the tensors' memory, outputs copied"  # for the report's note
 DEVICES = ("cpu",)
 # torch dtypes NumPy lacks -> (ml_dtypes name, torch integer dtype of the same width for the view)
 EXTENDED = {"bfloat16": ("bfloat16", "int16"), "float8_e4m3fn": ("float8_e4m3fn", "uint8"),
