@@ -25,6 +25,8 @@ import jax.numpy as jnp
 
 from conformance import Unsupported
 
+FRAMEWORK = "jax"  # the array library its adapters take and return (posref conform --framework jax)
+
 
 def _linear_factor(spec):
     scaling = dict(spec.scaling or {})

@@ -13,6 +13,8 @@ it. Every spec the protocol has is supported.
 
 import numpy as np
 
+FRAMEWORK = "numpy"  # the array library its adapter takes and returns (posref conform --framework numpy)
+
 
 def _exponents(n, d, spec):
     """e_i for i < n: 2i/d (i/h for [sin | cos] halves of width 2h), or i/(d/2 - 1)."""
