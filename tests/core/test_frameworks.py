@@ -307,3 +307,14 @@ def test_unknown_framework_names_are_usage_errors():
 
     with pytest.raises(UsageError, match="framework must be one of"):
         frameworks.backend("tensorflow")
+
+
+def test_a_project_table_entry_names_its_framework(tmp_path, monkeypatch):
+    from conformance.cli import main
+
+    (tmp_path / "posref.toml").write_text(
+        f'[[adapters]]\nname = "np"\ntarget = "{NUMPY_TABLE}"\nprotocol = "sinusoidal.table"\n'
+        f'framework = "numpy"\nno-fresh = true\njson = "np.json"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["conform", "-q"]) == 0
+    assert json.loads((tmp_path / "np.json").read_text())["environment"]["framework"] == "numpy"
