@@ -188,7 +188,8 @@ def test_jax_grad_through_vjp_passes_for_the_correct_rope_and_fails_for_a_wrong_
     assert graded(report) and all(c.grad and c.grad["verdict"] in ("pass", "acceptable") for c in graded(report))
     assert any(i.id.endswith("gradcheck") and i.verdict == "pass" for i in report.identities)
     bad = run_conformance(f"{EX / 'rope' / 'buggy' / 'jax_backward_transposed.py'}:apply", "rope.apply",
-                          framework="jax", grad=True, cases=ROPE_CASES, fresh=False, dtypes=("float32",))
+                          framework="jax", grad=True, cases=ROPE_CASES, fresh=False, dtypes=("float32",),
+                          isolate=True)  # the child wraps TARGET for --grad (load_training_jax)
     assert "backward-transposed" in codes(bad)
     assert any(i.id.endswith("gradcheck") and i.verdict == "fail" for i in bad.identities)
 
