@@ -57,7 +57,7 @@ def require(name: str):
     try:
         return be.library()
     except ImportError:
-        raise UsageError(f"--framework {name}: {name} is not installed (pip install {be.DIST})") from None
+        raise UsageError(f"--framework {name}: {name} is not installed (pip install {be.INSTALL})") from None
     except Exception as exc:  # noqa: BLE001 - a broken installation: still one line
         from conformance.isolation import error_line
 

@@ -9,6 +9,7 @@ import importlib
 
 NAME = "cupy"
 MODULE = "cupy"
+INSTALL = "cupy-cuda12x, the wheel of your CUDA"  # what the missing-library error tells to run
 DIST = "cupy"
 HANDOVER = "DLPack both ways"  # for the report's note
 DEVICES = ("cuda",)

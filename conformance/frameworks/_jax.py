@@ -16,6 +16,7 @@ import importlib
 
 NAME = "jax"
 MODULE = "jax"
+INSTALL = "jax"  # what the missing-library error tells to run
 DIST = "jax"
 HANDOVER = "DLPack, else a copy through NumPy; jax_enable_x64 on"  # for the report's note
 DEVICES = ("cpu", "cuda")

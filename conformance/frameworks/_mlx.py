@@ -13,6 +13,7 @@ import importlib
 
 NAME = "mlx"
 MODULE = "mlx.core"
+INSTALL = "\"mlx[cpu]\" on Linux, mlx on macOS"  # what the missing-library error tells to run
 DIST = "mlx"
 HANDOVER = "inputs copied through NumPy, outputs by DLPack"  # for the report's note
 DEVICES = ("cpu",)

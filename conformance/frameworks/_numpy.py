@@ -16,6 +16,7 @@ from conformance.errors import Unsupported
 
 NAME = "numpy"
 MODULE = "numpy"  # the import name (tests replace it to simulate a missing library)
+INSTALL = "numpy"  # what the missing-library error tells to run
 DIST = "numpy"
 HANDOVER = "inputs as views of the tensors' memory, outputs copied"  # for the report's note
 DEVICES = ("cpu",)
