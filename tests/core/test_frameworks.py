@@ -319,3 +319,25 @@ def test_a_project_table_entry_names_its_framework(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["conform", "-q"]) == 0
     assert json.loads((tmp_path / "np.json").read_text())["environment"]["framework"] == "numpy"
+
+
+_SEEN_NESTED: list = []
+
+
+def _records_nested(hidden, weights, positions, spec):
+    import jax
+
+    _SEEN_NESTED.append((isinstance(hidden, jax.Array), {k: isinstance(v, jax.Array) for k, v in weights.items()},
+                         type(getattr(spec, "past_keys", None)).__name__))
+    raise Unsupported("recording only")
+
+
+def test_tensors_in_dicts_and_in_the_spec_reach_a_jax_adapter_as_jax_arrays():
+    """attention.forward hands a dict of weights and, for cached cases, spec.past_keys."""
+    pytest.importorskip("jax")
+    _SEEN_NESTED.clear()
+    report = run_conformance(_records_nested, "attention.forward", framework="jax", **QUICK)
+    assert report.cases and all(c.verdict == "skip" for c in report.cases)
+    assert _SEEN_NESTED and all(h and all(w.values()) for h, w, _ in _SEEN_NESTED)
+    past = {p for _, _, p in _SEEN_NESTED}
+    assert "NoneType" in past and past - {"NoneType"} == {"ArrayImpl"}, past  # cached cases: converted too
