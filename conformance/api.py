@@ -44,6 +44,7 @@ def run_conformance(
     compile: bool = False,
     compile_backend: str = "inductor",
     triton_interpret: bool = False,
+    framework: str = "torch",
 ) -> Report:
     """Grade an adapter on the golden vectors of ``protocol`` and return the Report.
 
@@ -74,7 +75,9 @@ def run_conformance(
     interpreter on CPU tensors: TRITON_INTERPRET=1 is set before a TARGET string is loaded (a
     callable imported before that keeps compiled kernels; the report names them), and
     Report.triton_interpret names the kernels that ran (conformance.triton_interpret); OptionError
-    where Triton is not installed.
+    where Triton is not installed. framework: the array library the adapter takes and returns
+    ("torch", "numpy", "jax", "mlx", "cupy"; conformance.frameworks, docs/frameworks.md): its
+    inputs arrive as that library's arrays and its outputs are converted back before grading.
     """
     from conformance.loader import load_target
 
@@ -114,6 +117,7 @@ def run_conformance(
         compile=compile,
         compile_backend=compile_backend,
         triton_interpret=triton_interpret,
+        framework=framework,
     )
     return run(fn, opts, target=target, progress=progress, golden_cases=golden_cases)
 

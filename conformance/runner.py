@@ -95,6 +95,8 @@ class Options:
     # Run Triton kernels in Triton's interpreter on CPU tensors (conformance.triton_interpret):
     # TRITON_INTERPRET=1 is set before the target is imported.
     triton_interpret: bool = False
+    # The array library the adapter takes and returns (conformance.frameworks): torch, numpy, jax, mlx, cupy.
+    framework: str = "torch"
 
 
 def check_options(opts: Options) -> Options:
@@ -143,6 +145,9 @@ def check_options(opts: Options) -> Options:
     _check_training(opts, proto)
     _check_compile(opts)
     _check_triton(opts)
+    from conformance import frameworks
+
+    frameworks.check(opts, proto)
     for name in ("timeout", "max_time"):
         try:
             setattr(opts, name, check_timeout(getattr(opts, name)))
@@ -295,6 +300,8 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
             parts += ["--compile"] + (["--compile-backend", backend] if backend != "inductor" else [])
         if opts.triton_interpret:
             parts += ["--triton-interpret"]
+        if opts.framework != "torch":
+            parts += ["--framework", opts.framework]
         return " ".join(shlex.quote(p) for p in parts)
     return (
         "from conformance import run_conformance; "
@@ -309,6 +316,7 @@ def repro_snippet(case_id: str, dtype: str, opts: Options, target: Optional[str]
         + (", compile=True" if backend else "")
         + (f", compile_backend={backend!r}" if backend and backend != "inductor" else "")
         + (", triton_interpret=True" if opts.triton_interpret else "")
+        + (f", framework={opts.framework!r}" if opts.framework != "torch" else "")
         + ").summary())"
     )
 
@@ -728,6 +736,9 @@ def run(
         triton_interpret.enable()  # the callers set it before importing the target; children inherit it
         interpreter_notes = _triton_dtypes(opts)
         launched_before = triton_interpret.launches()
+    from conformance import frameworks
+
+    framework_notes = frameworks.default_dtypes(opts, proto, DEFAULT_DTYPES)
     baseline = None
     if opts.expected_failures is not None:
         from conformance import baseline as baselines
@@ -781,6 +792,9 @@ def run(
         training={"grad": opts.grad, "autocast": opts.autocast} if opts.grad or opts.autocast else None,
         model=model.described if model is not None else None,
     )
+    if opts.framework != "torch":
+        report.environment.update(frameworks.describe(opts))
+        report.notes += [frameworks.note(opts)] + framework_notes
     from conformance.loader import signature_problem, source_location
 
     mismatch = signature_problem(target, fn, proto.arity, proto.signature.split(" ->")[0])
@@ -813,7 +827,9 @@ def run(
     where = source_location(target, fn)
     if where is not None:
         report.source = {"file": where[0], "line": where[1]}
-    if opts.grad or opts.autocast:
+    if opts.framework != "torch":
+        inner = frameworks.make_invoker(fn, target, opts)
+    elif opts.grad or opts.autocast:
         from conformance.training import make_training_invoker
 
         inner = make_training_invoker(fn, target, isolate=opts.isolate, timeout=opts.timeout)

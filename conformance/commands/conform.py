@@ -122,6 +122,10 @@ def add_parser(subparsers) -> None:
                    help="run Triton kernels in Triton's interpreter on CPU tensors: TRITON_INTERPRET=1 is set "
                         "before TARGET is imported (and in --isolate's child); large cases are sampled (one of "
                         "each kind over 2^20 input elements; --shapes full grades them all). Needs triton")
+    p.add_argument("--framework", choices=("torch", "numpy", "jax", "mlx", "cupy"), default="torch",
+                   help="the array library the adapter takes and returns (default torch): its inputs arrive as "
+                        "that library's arrays (DLPack where possible) and its outputs are converted back; "
+                        "budgets and reports are the same (docs/frameworks.md). --grad works with jax (jax.vjp)")
     debug = p.add_mutually_exclusive_group()
     debug.add_argument("--pdb", dest="debug", action="store_const", const="pdb", default=None,
                        help="on the first exception the adapter raises, open pdb's post-mortem in its "
@@ -187,6 +191,7 @@ def options_from_args(args):
         compile=args.compile,
         compile_backend=args.compile_backend,
         triton_interpret=bool(getattr(args, "triton_interpret", False)),
+        framework=getattr(args, "framework", "torch") or "torch",
     )
 
 

@@ -97,6 +97,16 @@ def _ids(rows) -> list:
     return [f"{protocol}:{_key(path)}" for protocol, path in rows]
 
 
+def _framework(path: Path) -> str:
+    """The array library an example's adapters take (its module-level ``FRAMEWORK = "jax"``; torch
+    when it names none): the sweep grades it with that --framework, and skips it where the library
+    is not installed (the framework extras, docs/frameworks.md)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FRAMEWORK" for t in node.targets):
+            return str(ast.literal_eval(node.value))
+    return "torch"
+
+
 def _loadable(path: Path):
     """Skip a library adapter whose library is not installed (its import fails)."""
     try:
@@ -124,10 +134,12 @@ def _seed_of(case_id: str):
 def sweep(protocol: str, path: Path, seeds: tuple, committed: bool = True):
     """(unexpected outcomes, known faults that did not fail, number of graded cases)."""
     target = f"{path}:{protocol.split('.', 1)[1]}"
+    framework = _framework(path)
     reports = [run_conformance(target, protocol, dtypes=DTYPES, golden_cases=list(_fresh(protocol, seeds)),
-                               fresh=False, identities=False, max_time=None)]
+                               fresh=False, identities=False, max_time=None, framework=framework)]
     if committed:
-        reports.append(run_conformance(target, protocol, dtypes=DTYPES, fresh=False, max_time=None))
+        reports.append(run_conformance(target, protocol, dtypes=DTYPES, fresh=False, max_time=None,
+                                       framework=framework))
     known, why = KNOWN_FAULTS.get((_key(path), protocol), (lambda *a: False, ""))
     params = _params(protocol, seeds)
     bad, missed, graded = [], [], 0
@@ -149,6 +161,10 @@ def sweep(protocol: str, path: Path, seeds: tuple, committed: bool = True):
 def _check(protocol, path, seeds, committed=True):
     if path.name.startswith("lib_"):
         _loadable(path)
+    if _framework(path) != "torch":
+        from conformance import frameworks
+
+        pytest.importorskip(frameworks.backend(_framework(path)).MODULE)
     bad, missed, graded = sweep(protocol, path, seeds, committed)
     # Two seeds' fresh cases may all be outside what an example supports; the catalog is not.
     assert graded or not committed, f"{_key(path)} has nothing graded on {protocol}"

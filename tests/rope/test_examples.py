@@ -279,6 +279,8 @@ def test_every_buggy_example_is_covered_and_documents_its_code():
                 "fp8_scale_inverted.py", "fp8_not_saturated.py", "fp8_layout_swapped.py"}
     # QK-norm then RoPE's bugs are graded in tests/rope/test_qk_norm.py.
     covered |= {"norm_after_rope.py", "norm_scope.py"}
+    # The bugs of adapters in other array libraries (--framework) are graded in tests/core/test_frameworks.py.
+    covered |= {"jax_rotation_reversed.py", "jax_backward_transposed.py"}
     assert set(files) == covered
     for name in files:
         module = load("buggy/" + name)
