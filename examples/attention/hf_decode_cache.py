@@ -30,6 +30,14 @@ import torch
 from conformance import Unsupported
 from conformance.loader import load_target
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.decode", "decode"),
+    ("attention.decode", "decode_reprefill"),
+]
+
 _ROTARY = load_target(f"{Path(__file__).resolve().parents[1] / 'rope' / 'module_transformers.py'}:module")
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 

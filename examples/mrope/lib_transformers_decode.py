@@ -25,6 +25,13 @@ import torch
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("mrope.decode", "decode"),
+]
+
 MERGE = 2  # Qwen2-VL's spatial_merge_size
 
 

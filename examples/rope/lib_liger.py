@@ -49,6 +49,14 @@ from liger_kernel.ops.rope import LigerRopeFunction  # noqa: E402
 
 from conformance import Unsupported  # noqa: E402
 
+# posref survey (docs/compatibility.md): the distributions this module wraps and its rows,
+# (protocol, function[, conform options]): Triton's interpreter, as on any machine without a GPU.
+LIBRARY = ("liger-kernel", "triton")
+SURVEY = [
+    ("rope.apply", "apply", {"triton-interpret": True}),
+    ("rope.apply_qk", "apply_qk", {"triton-interpret": True}),
+]
+
 
 def tables(positions, spec, dtype):
     """HF's cos, sin [b, s, r] = cat(freqs, freqs) for positions [b, s], cast to ``dtype``."""

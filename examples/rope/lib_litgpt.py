@@ -42,6 +42,14 @@ from litgpt.model import GPT, apply_rope, apply_rope_interleave, batched_index_s
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "litgpt"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.cache", "cache"),
+]
+
 MAX_POSITIONS = 2**17  # the longest table built
 
 

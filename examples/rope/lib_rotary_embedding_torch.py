@@ -12,6 +12,14 @@ from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "rotary-embedding-torch"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.module", "module"),
+]
+
 
 def apply(x, positions, spec):
     if getattr(spec, "tensor_layout", "bshd") != "bshd":

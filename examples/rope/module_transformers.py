@@ -19,6 +19,13 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("rope.module", "module"),
+]
+
 
 def module(spec):
     if spec.layout != "half" or spec.rotary_dim != spec.head_dim:
