@@ -65,10 +65,10 @@ def cell_of(code: Optional[int], line: str, report, seconds: float = 0.0) -> Cel
                 vectors_digest=report.vectors_digest)
     if summary["overall"] == "fail":
         return Cell("failed", codes=failure_codes(report), **done)
-    if code != 0:  # a report that passes with a failing exit: the adapter ended the grading process
-        return Cell("error", f"exit {code}: {line}", **dict(done, detail=f"exit {code}: {done['detail']}"))
-    if summary["overall"] == "skip":
+    if summary["overall"] == "skip":  # nothing graded (exit 1): every case on the adapter's Unsupported
         return Cell("unsupported", **done)
+    if code != 0:  # a report that passes with a failing exit: the adapter ended the grading process
+        return Cell("error", **dict(done, detail=f"exit {code}: {line}"))
     return Cell("acceptable" if summary.get("acceptable") else "passed", **done)
 
 
