@@ -39,6 +39,11 @@ LIBRARY = ("liger-kernel", "triton")
 SURVEY = [
     ("mrope.apply", "apply", {"triton-interpret": True}),
 ]
+SURVEY_NOTES = {
+    "apply": "Liger writes its result into the caller's x where its transpose to [b, h, s, d] is "
+             "already contiguous (one head, or one token): input-mutated; every other case Qwen2-VL's "
+             "layout expresses is within budget (float32 only, through Triton's interpreter).",
+}
 
 
 def tables(positions, spec, dtype):

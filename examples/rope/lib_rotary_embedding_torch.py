@@ -19,6 +19,11 @@ SURVEY = [
     ("rope.apply", "apply"),
     ("rope.module", "module"),
 ]
+SURVEY_NOTES = {
+    "module": "The library keeps freqs as a Parameter, so module.to(bfloat16) rounds the frequencies "
+              "and then casts the positions to bfloat16 too: the cast scripts fail in bfloat16 with "
+              "angle-precision; the others pass.",
+}
 
 
 def apply(x, positions, spec):
