@@ -54,11 +54,13 @@ def _fake_folder(tmp_path: Path) -> Path:
         import posref_no_such_library
         LIBRARY = "posref-no-such-distribution"
         SURVEY = [("alibi.slopes", "slopes")]
+        slopes = posref_no_such_library.slopes
         """)
     _module(folder, "alibi/broken.py", """\
         import posref_no_such_module
         LIBRARY = "torch"
-        SURVEY = [("alibi.slopes", "slopes"), ("alibi.bias", "slopes")]
+        SURVEY = [("alibi.slopes", "slopes"), ("alibi.bias", "bias")]
+        from posref_no_such_module import slopes, bias
         """)
     _module(folder, "alibi/buggy/ignored.py", 'LIBRARY = "torch"\nSURVEY = [("alibi.slopes", "f")]\n')
     _module(folder, "alibi/plain.py", "def slopes(spec):\n    return None\n")
