@@ -73,13 +73,14 @@ def cell_of(code: Optional[int], line: str, report, seconds: float = 0.0) -> Cel
 
 
 def failure_codes(report) -> dict:
-    """{code: count} over the failing (or erroring) cases and identities, most frequent first; a
-    failure with no code counts under "no-code"."""
+    """{code: count} over the failing (or erroring) cases and identities, most frequent first; an
+    identity that fails with no code counts under its id ("identity rope.apply/...", what the
+    matrix can name), a case with none under "no-code"."""
     counts: dict = {}
-    failing = [c for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
-    failing += [i for i in report.identities if i.verdict in ("fail", "error")]
-    for result in failing:
-        for code in sorted({d.code for d in result.diagnoses}) or ["no-code"]:
+    failing = [(c, "no-code") for c in report.cases if c.verdict in ("fail", "error") and not c.expected_failure]
+    failing += [(i, f"identity {i.id}") for i in report.identities if i.verdict in ("fail", "error")]
+    for result, unnamed in failing:
+        for code in sorted({d.code for d in result.diagnoses}) or [unnamed]:
             counts[code] = counts.get(code, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 

@@ -156,7 +156,7 @@ def _report(verdicts, identities=(), codes=()):
     (0, ["pass", "acceptable"], [], "acceptable", "acceptable"),
     (1, ["skip", "skip"], [], "unsupported", "unsupported"),
     (1, ["pass", "fail", "fail"], [], "failed", "failed: code-b, code-a"),
-    (1, ["pass"], ["fail"], "failed", "failed: no-code"),
+    (1, ["pass"], ["fail"], "failed", "failed: identity id0"),
 ])
 def test_a_report_becomes_a_cell(code, verdicts, identities, status, text):
     codes = ("code-b", "code-a") if "fail" in verdicts else ()
