@@ -238,6 +238,33 @@ def test_survey_grades_a_fake_adapter_folder(tmp_path, capsys):
     assert err.count("posref survey: [") == 5 and "[5/5, " in err  # one progress line per row
 
 
+def test_ctrl_c_interrupts_the_rows_being_graded_and_writes_nothing(tmp_path, capsys):
+    import os
+    import signal
+    import threading
+    import time
+
+    folder = tmp_path / "examples"
+    _module(folder, "alibi/slow.py", """\
+        import time
+        LIBRARY = "torch"
+        SURVEY = [("alibi.slopes", "slopes")]
+        def slopes(spec):
+            time.sleep(600)
+        """)
+    out = tmp_path / "c.md"
+    timer = threading.Timer(6.0, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    try:
+        code = main(["survey", "--examples", str(folder), "--out", str(out), "--timeout", "500"])
+    finally:
+        timer.cancel()
+    assert code == 130 and not out.exists()
+    assert time.monotonic() - started < grade.STOP_GRACE  # the row's run stopped when told, not at its limit
+    assert "interrupted: nothing written" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--examples", "{tmp}/nowhere"], "no examples folder at"),
     (["--examples", "{tmp}"], "declares LIBRARY and SURVEY"),
