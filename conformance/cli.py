@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "conformance.commands.study",
     "conformance.commands.bench",
     "conformance.commands.models",
+    "conformance.commands.survey",
 )
 
 

@@ -16,6 +16,14 @@ from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("alibi.slopes", "slopes"),
+    ("alibi.bias", "bias"),
+]
+
 
 def slopes(spec):
     mask = torch.ones(1, 2, dtype=torch.long)

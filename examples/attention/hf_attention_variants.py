@@ -16,6 +16,18 @@ import torch
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.forward", "llama_eager"),
+    ("attention.forward", "llama_sdpa"),
+    ("attention.forward", "qwen2_eager"),
+    ("attention.forward", "qwen2_sdpa"),
+    ("attention.forward", "mistral_eager"),
+    ("attention.forward", "mistral_sdpa"),
+]
+
 FAMILIES = {"llama": ("LlamaConfig", "llama", "Llama"), "qwen2": ("Qwen2Config", "qwen2", "Qwen2"),
             "mistral": ("MistralConfig", "mistral", "Mistral")}
 

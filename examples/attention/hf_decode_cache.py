@@ -30,6 +30,23 @@ import torch
 from conformance import Unsupported
 from conformance.loader import load_target
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.decode", "decode"),
+    ("attention.decode", "decode_reprefill"),
+]
+SURVEY_NOTES = {
+    "decode": "A real fault (HF #25104): under dynamic NTK the new queries and keys get a new base past "
+              "the original length while the DynamicCache keeps the keys rotated with the old one "
+              "(cache-stale-base); LongRoPE switches tables at the crossing without re-prefilling "
+              "(cache-table-mismatch). Default RoPE passes.",
+    "decode_reprefill": "Re-prefilling at the crossing, as Phi-3's generation does, fixes LongRoPE; "
+                        "dynamic NTK still fails with cache-stale-base (HF #25104): its base changes "
+                        "at every step past the original length.",
+}
+
 _ROTARY = load_target(f"{Path(__file__).resolve().parents[1] / 'rope' / 'module_transformers.py'}:module")
 LENGTH_DEPENDENT = ("dynamic", "longrope")
 

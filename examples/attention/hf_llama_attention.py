@@ -11,6 +11,13 @@ import torch
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.forward", "forward"),
+]
+
 
 def _config(spec, d_model):
     from transformers import LlamaConfig

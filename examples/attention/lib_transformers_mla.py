@@ -15,6 +15,13 @@ import torch
 from transformers import DeepseekV3Config
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.mla", "mla"),
+]
+
 
 @functools.lru_cache(maxsize=32)
 def _layer(heads, d_nope, d_rope, d_v, base, layout, scaling_items):

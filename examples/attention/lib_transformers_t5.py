@@ -17,6 +17,13 @@ from transformers.models.t5.modeling_t5 import T5Attention
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("attention.forward", "forward"),
+]
+
 
 def _layer(spec, width, device, dtype):
     config = T5Config(d_model=width, d_kv=spec.head_dim, num_heads=spec.num_heads, dropout_rate=0.0,

@@ -33,6 +33,18 @@ from liger_kernel.ops.qwen2vl_mrope import LigerQwen2VLMRopeFunction  # noqa: E4
 
 from conformance import Unsupported  # noqa: E402
 
+# posref survey (docs/compatibility.md): the distributions this module wraps and its rows,
+# (protocol, function[, conform options]): Triton's interpreter, as on any machine without a GPU.
+LIBRARY = ("liger-kernel", "triton")
+SURVEY = [
+    ("mrope.apply", "apply", {"triton-interpret": True}),
+]
+SURVEY_NOTES = {
+    "apply": "Liger writes its result into the caller's x where its transpose to [b, h, s, d] is "
+             "already contiguous (one head, or one token): input-mutated; every other case Qwen2-VL's "
+             "layout expresses is within budget (float32 only, through Triton's interpreter).",
+}
+
 
 def tables(positions, spec, dtype):
     """Qwen2-VL's cos, sin [3, b, s, d]: per stream cat(freqs, freqs) of float32 angles."""

@@ -32,6 +32,14 @@ import torch
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("mrope.apply", "apply"),
+    ("mrope.positions", "positions"),
+]
+
 MERGE = 2  # Qwen2-VL's spatial_merge_size
 
 

@@ -25,6 +25,18 @@ import torch
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("mrope.decode", "decode"),
+]
+SURVEY_NOTES = {
+    "decode": "A real fault of a hand-written generation loop: a text-only prompt after an image prompt "
+              "decodes with the image prompt's rope_deltas (mrope-stale-deltas), which the prefill "
+              "leaves as they were; generate() resets them, a loop calling forward() does not.",
+}
+
 MERGE = 2  # Qwen2-VL's spatial_merge_size
 
 

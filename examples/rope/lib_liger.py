@@ -49,6 +49,24 @@ from liger_kernel.ops.rope import LigerRopeFunction  # noqa: E402
 
 from conformance import Unsupported  # noqa: E402
 
+# posref survey (docs/compatibility.md): the distributions this module wraps and its rows,
+# (protocol, function[, conform options]): Triton's interpreter, as on any machine without a GPU.
+LIBRARY = ("liger-kernel", "triton")
+SURVEY = [
+    ("rope.apply", "apply", {"triton-interpret": True}),
+    ("rope.apply_qk", "apply_qk", {"triton-interpret": True}),
+]
+SURVEY_NOTES = {
+    "apply": "Liger writes its result into q.transpose(1, 2).contiguous(), which is the caller's own "
+             "tensor where that transpose is already contiguous (one token, or one head): there the "
+             "caller's x is rotated in place (input-mutated), and the identity comparing a strided x "
+             "with a contiguous one at a one-token decode shape disagrees for the same reason; every "
+             "other case is within budget (float32 only: Triton's interpreter cannot compute bfloat16).",
+    "apply_qk": "Liger rotates q and k in place where their transpose to [b, h, s, d] is already "
+                "contiguous (one token, or one kv head as in multi-query attention): input-mutated; "
+                "every other case is within budget (float32 only, through Triton's interpreter).",
+}
+
 
 def tables(positions, spec, dtype):
     """HF's cos, sin [b, s, r] = cat(freqs, freqs) for positions [b, s], cast to ``dtype``."""

@@ -42,6 +42,23 @@ from litgpt.model import GPT, apply_rope, apply_rope_interleave, batched_index_s
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "litgpt"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.cache", "cache"),
+]
+SURVEY_NOTES = {
+    "apply": "A real bug posref found (issue 23): litgpt's YaRN blends the frequencies with the ramp "
+             "reversed relative to the YaRN paper and transformers (at base 150000 and factor 32 pair 0 "
+             "turns by 0.03125 per position instead of 1) and, without mscale, leaves the attention "
+             "factor at 1 (transformers: 0.1 ln(factor) + 1): its YaRN cases fail, the unscaled, linear "
+             "and llama3 cases pass.",
+    "cache": "litgpt's YaRN tables: the ramp reversed and the attention factor left at 1, as for "
+             "rope.apply (issue 23); the other scalings' tables pass.",
+}
+
 MAX_POSITIONS = 2**17  # the longest table built
 
 

@@ -12,6 +12,19 @@ from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "rotary-embedding-torch"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.module", "module"),
+]
+SURVEY_NOTES = {
+    "module": "The library keeps freqs as a Parameter, so module.to(bfloat16) rounds the frequencies "
+              "and then casts the positions to bfloat16 too: the cast scripts fail in bfloat16 with "
+              "angle-precision; the others pass.",
+}
+
 
 def apply(x, positions, spec):
     if getattr(spec, "tensor_layout", "bshd") != "bshd":

@@ -32,6 +32,15 @@ from torchtune.modules import RotaryPositionalEmbeddings
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "torchtune"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.apply", "apply_llama3"),
+    ("rope.cache", "cache"),
+]
+
 MAX_POSITIONS = 2**17  # the longest table built (Llama 3.1's context)
 
 

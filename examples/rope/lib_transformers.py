@@ -14,6 +14,15 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("rope.apply", "apply"),
+    ("rope.cache", "cache"),
+    ("rope.frequencies", "frequencies"),
+]
+
 
 def _rotary(spec, heads):
     if spec.layout != "half":

@@ -9,6 +9,13 @@ from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "x-transformers"
+SURVEY = [
+    ("rope.apply", "apply"),
+]
+
 
 def apply(x, positions, spec):
     if getattr(spec, "tensor_layout", "bshd") != "bshd":

@@ -19,6 +19,18 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("rope.module", "module"),
+]
+SURVEY_NOTES = {
+    "module": "A documented behaviour: inv_freq is a non-persistent buffer, so module.to(bfloat16) "
+              "casts it and the cast scripts fail in bfloat16 with angle-precision (from_pretrained "
+              "with torch_dtype keeps it in float32); every other script passes.",
+}
+
 
 def module(spec):
     if spec.layout != "half" or spec.rotary_dim != spec.head_dim:

@@ -17,6 +17,14 @@ from transformers.models.qwen3 import modeling_qwen3 as qwen3
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "transformers"
+SURVEY = [
+    ("rope.apply_qk", "rope"),
+    ("rope.qk_norm", "qk_norm"),
+]
+
 
 @functools.lru_cache(maxsize=16)
 def _rotary(rotary_dim, base, scaling_items):

@@ -20,6 +20,13 @@ from diffusers.models.embeddings import get_timestep_embedding
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "diffusers"
+SURVEY = [
+    ("sinusoidal.table", "table"),
+]
+
 SHIFT = {"2i/d": 0, "2i/(d-2)": 1}
 
 

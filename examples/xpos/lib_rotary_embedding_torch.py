@@ -12,6 +12,13 @@ from rotary_embedding_torch import RotaryEmbedding
 
 from conformance import Unsupported
 
+# posref survey (docs/compatibility.md): the distribution this module wraps and its rows,
+# (protocol, function[, conform options the library's convention needs]).
+LIBRARY = "rotary-embedding-torch"
+SURVEY = [
+    ("xpos.apply", "apply"),
+]
+
 
 def apply(q, k, positions, spec):
     s = positions.shape[1]
