@@ -47,7 +47,7 @@ def run_export(args) -> int:
     from conformance.errors import UsageError
     from conformance.reports._common import check_report_path
     from reference import safe_files
-    from reference.golden import store
+    from reference.golden import catalog, store
 
     out = args.out if args.out is not None else args.case_id.replace("/", "__") + "." + args.format
     out = check_report_path("--out", out, protected_dirs=(store.vectors_dir(),), parents=False)
@@ -57,6 +57,9 @@ def run_export(args) -> int:
     case, seed = _case(args.case_id, args.seed)
     try:
         arrays = {role: case.arrays[role] for role in case.arrays}
+        named = catalog.protocol(case.protocol).named
+        if named is not None:  # inputs named by their seed (a model's full table): written out, derived
+            arrays.update(named(case.params, arrays))
     except (ValueError, TypeError, OSError) as exc:  # a listed file changed since the check
         from conformance.isolation import error_line
 

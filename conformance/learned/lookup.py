@@ -12,7 +12,7 @@ the sum; ``standard`` also admits a float32 intermediate). Wall cases (``must_ra
 position's row is outside the table) have an exception as their right answer: raising passes,
 returning anything fails with ``length-wall-missing`` (Protocol.expected_error). A failing value
 is explained by the closest shifted-row mutant (``position-offset``, conformance.learned.diagnosis).
-A zoo model's committed case names its table by a seed (reference.learned.seeded_table): the
+A zoo model's committed case names its table by a seed (reference.golden.seeded): the
 adapter gets the derived table, checked against the case's ``table_sha256``.
 """
 
@@ -39,7 +39,7 @@ from conformance.learned.backward import gradcheck_case
 from conformance.learned.diagnosis import reference_rows
 from conformance.training import gradcheck_identity
 from reference import learned as learned_reference
-from reference.learned import seeded_table
+from reference.learned.vectors import table_of
 
 
 class LearnedLookup(Protocol):
@@ -54,8 +54,8 @@ class LearnedLookup(Protocol):
         return spec_of(case.params)
 
     def prepare(self, case, spec, dtype, device) -> Prepared:
-        # A zoo model's committed case names its table by a seed (reference.learned.seeded_table).
-        table = seeded_table.table_of(case.params, case.arrays["table"])
+        # A zoo model's committed case names its table by a seed (reference.golden.seeded).
+        table = table_of(case.params, case.arrays["table"])
         return self.prepare_arrays(case.arrays["x"], case.arrays["positions"], table, spec, dtype, device)
 
     def prepare_arrays(self, x, positions, table, spec, dtype, device) -> Prepared:

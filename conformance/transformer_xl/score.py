@@ -62,7 +62,7 @@ _DERIVED: dict = {}
 
 def case_inputs(case) -> dict:
     """{role: float64 array}: the case's inputs, stored or named by their seed (a model's case,
-    reference.transformer_xl.seeded_inputs; the last one derived is kept: every dtype reads it)."""
+    reference.golden.seeded; the last one derived is kept: every dtype reads it)."""
     key = (case.id, case.params.get("inputs_sha256"))
     if key not in _DERIVED:
         _DERIVED.clear()

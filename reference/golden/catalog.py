@@ -82,6 +82,9 @@ class VectorProtocol:
                    "faithful" (within one ulp: reductions)
     fresh          optional (draw) -> [TestGroupSpec]: new cases drawn at run time from a seed
                    (reference.golden.fresh), so that no answer can be looked up in a file
+    named          optional (params, {role: array}) -> {input role: array}: the inputs a case names
+                   by their seed instead of storing them (reference.golden.seeded), for readers of
+                   the stored arrays (``posref vectors export``)
     """
 
     name: str
@@ -94,6 +97,7 @@ class VectorProtocol:
     exact: Callable
     rounding: str = "correct"
     fresh: Callable | None = None
+    named: Callable | None = None
 
     def __post_init__(self):
         if self.rounding not in ROUNDINGS:

@@ -15,7 +15,7 @@ has a row (N - 1; RoBERTa: N - padding_idx - 2):
 
 ``committed``: every test but ``drawn``, stored and certified in vectors/ as
 ``learned.lookup/<model>/<test>`` (reference.zoo.vectors) at the model's own table, rows and width.
-The table is not stored: it is named by its seed (``table_from`` "seed", reference.learned.seeded_table),
+The table is not stored: it is named by its seed (``table_from`` "seed", reference.golden.seeded),
 so a committed group keeps x, the positions and the expected values (about 0.3 MB a model) instead
 of a 3 to 6 MB table a case.
 """
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reference.golden import seeded
 from reference.golden.catalog import TestGroupSpec
-from reference.learned import seeded_table
 from reference.learned.vectors import LearnedTest, _last_position, _left_padded_rows
 from reference.zoo.vectors import seedless
 
@@ -70,7 +70,7 @@ def _t(name, comment, flags, positions, must_raise=False) -> LearnedTest:
 def committed(setting, protocol: str = "learned.lookup") -> list:
     """The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn
     one, their tables named by seed (``table_from`` "seed")."""
-    return [replace(tg, params={**tg.params, "table_from": seeded_table.SOURCE})
+    return [replace(tg, params={**tg.params, "table_from": seeded.SOURCE})
             for tg in _seedless(setting, protocol)]
 
 

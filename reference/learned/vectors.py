@@ -18,8 +18,8 @@ depends on the width (each column is one independent addition), so no case loses
 
 A zoo model's committed cases (``learned.lookup/gpt2-124m/...``, reference.learned.model_cases) keep
 the model's own width (768) and name their table by a seed instead (group parameter ``table_from``
-"seed", test parameters ``table_seed`` and ``table_sha256``; reference.learned.seeded_table): their
-stored ``table`` is empty, shape (0, d_model), and ``seeded_table.table_of`` derives it.
+"seed", test parameters ``table_seed`` and ``table_sha256``; reference.golden.seeded): their
+stored ``table`` is empty, shape (0, d_model), and ``table_of`` derives it.
 
 Wall cases. A position whose row falls outside the table has no right value: the right answer is
 an exception. Such a case has the parameter ``must_raise: true``, stores its inputs (x,
@@ -40,7 +40,10 @@ import numpy as np
 from reference.golden import shapes as serving
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.learned import lookup, oracle, rows, seeded_table
+from reference.golden.seeded import Seeded
+from reference.learned import lookup, oracle, rows
+
+SEEDED = Seeded("table")  # a zoo model's table, named by its seed
 
 PROTOCOL = "learned.lookup"
 D_MODEL = 8  # see the module docstring: the tables are stored inputs
@@ -380,13 +383,23 @@ def build_lookup(case_id: str, params: dict, test: LearnedTest):
     b, s = positions.shape
     x = representable_inputs(case_id, (b, s, params["d_model"]), "x")
     test_params = {"must_raise": bool(test.must_raise)}
-    if seeded_table.is_seeded(params):  # a zoo model's committed case: the table named by its seed
-        table = seeded_table.derive(case_id, params["num_positions"], params["d_model"])
-        test_params.update(table_seed=case_id, table_sha256=seeded_table.digest(table))
+    if SEEDED.is_seeded(params):  # a zoo model's committed case: the table named by its seed
+        table = SEEDED.derive(case_id, _table_shape(params), {"table": 1.0})
+        test_params.update(SEEDED.named(case_id, table, ["table"]))
         table = np.empty((0, params["d_model"]), dtype=np.float64)
     else:
         table = representable_inputs(case_id, (params["num_positions"], params["d_model"]), "table")
     return test_params, {"x": x, "positions": positions, "table": table}
+
+
+def _table_shape(params) -> dict:
+    return {"table": (params["num_positions"], params["d_model"])}
+
+
+def table_of(params: dict, stored) -> np.ndarray:
+    """The case's table: ``stored``, or for a zoo model's committed case the one its ``table_seed``
+    derives, checked against ``table_sha256`` (reference.golden.seeded)."""
+    return SEEDED.inputs_of(params, {"table": stored}, _table_shape(params), {"table": 1.0})["table"]
 
 
 def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
@@ -394,7 +407,7 @@ def compute_lookup(params: dict, inputs: dict, backend: str) -> dict:
     correctly rounded addition: golden and fast mode are the same). A ``must_raise`` case gets an
     empty ``expected`` after checking that the reference does refuse it."""
     kwargs = dict(variant=params["variant"], padding_idx=params["padding_idx"], backend=backend)
-    table = seeded_table.table_of(params, inputs["table"])
+    table = table_of(params, inputs["table"])
     if params["must_raise"]:
         try:
             lookup(inputs["x"], inputs["positions"], table, **kwargs)
@@ -412,7 +425,7 @@ def shapes_lookup(params: dict, arrays: dict) -> dict:
     b, s = positions.shape
     d = params["d_model"]
     out = (0,) if params["must_raise"] else (b, s, d)
-    rows_stored = 0 if seeded_table.is_seeded(params) else params["num_positions"]
+    rows_stored = 0 if SEEDED.is_seeded(params) else params["num_positions"]
     return {"x": (b, s, d), "table": (rows_stored, d), "expected": out}
 
 
@@ -421,7 +434,7 @@ def exact_lookup(params: dict, inputs: dict) -> dict:
     if params["must_raise"]:
         return {"expected": np.empty((0,), dtype=object)}
     return {"expected": oracle.lookup_exact(inputs["x"], inputs["positions"],
-                                            seeded_table.table_of(params, inputs["table"]),
+                                            table_of(params, inputs["table"]),
                                             params["variant"], params["padding_idx"])}
 
 
@@ -435,18 +448,16 @@ PARAMS_SCHEMA = {
         "variant": {"enum": ["absolute", "roberta"]},
         "padding_idx": {"type": ["null", "integer"], "minimum": 0},
         "must_raise": {"type": "boolean"},
-        # A zoo model's committed case: its table named by a seed, not stored (seeded_table).
-        "table_from": {"enum": [seeded_table.SOURCE]},
-        "table_seed": {"type": "string", "minLength": 1},
-        "table_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        # A zoo model's committed case: its table named by a seed, not stored (reference.golden.seeded).
+        **SEEDED.schema()["properties"],
     },
-    "dependentRequired": {"table_from": ["table_seed", "table_sha256"],
-                          "table_seed": ["table_from"], "table_sha256": ["table_from"]},
+    "dependentRequired": SEEDED.schema()["dependentRequired"],
 }
 
 PROTOCOLS = {
     PROTOCOL: VectorProtocol(
         PROTOCOL, {"x": "float64", "positions": "int64", "table": "float64", "expected": "float64"},
         ("x", "positions", "table"), PARAMS_SCHEMA, build_lookup, compute_lookup, shapes_lookup,
-        exact_lookup, fresh=fresh_lookups),
+        exact_lookup, fresh=fresh_lookups,
+        named=lambda params, arrays: {"table": table_of(params, arrays["table"])}),
 }

@@ -4,7 +4,7 @@ after mem_len memory slots (transfo-xl-wt103: 16 heads of 64, d_model 1024, 128 
 clamp_len 1000). The adapter computes every score; each case grades a subgrid of heads x queries x
 keys (vectors.ScoreTest's ``heads``, ``rows``, ``keys``), whose golden values cost a few seconds
 (reference.transformer_xl.score_entries), and names its inputs by their seed (22 MB at this shape;
-seeded_inputs.py). With L = mem_len and c = clamp_len:
+reference.golden.seeded). With L = mem_len and c = clamp_len:
 
 - ``segment-<tgt_len>-mem-<L>``: the model's own segment; queries 0, 1 and the last, keys at the
   largest distance (query last, key 0), across the clamp (distances c - 1, c, c + 1 read R at
@@ -21,7 +21,7 @@ every distance). ``committed``: all but ``drawn`` (reference.zoo.vectors).
 from __future__ import annotations
 
 from reference.golden.catalog import TestGroupSpec
-from reference.transformer_xl import seeded_inputs
+from reference.golden import seeded
 from reference.transformer_xl.vectors import ScoreTest
 from reference.zoo.vectors import seedless
 
@@ -61,7 +61,7 @@ def groups(setting, draw, protocol: str = "transformer_xl.score") -> list:
                   f"{list(drawn_heads)} drawn (new with the seed).", FLAGS + clamp_flags, qlen, mlen, drawn_heads,
                   drawn_rows, drawn_keys),
     )
-    return [TestGroupSpec({**p, "inputs_from": seeded_inputs.SOURCE}, tests)]
+    return [TestGroupSpec({**p, "inputs_from": seeded.SOURCE}, tests)]
 
 
 # The committed, certified cases of the zoo's models (reference.zoo.vectors): all but the drawn one.

@@ -13,7 +13,7 @@ A case at a model's full shape (reference.transformer_xl.model_cases: Transforme
 64, d_model 1024, 1600 memory slots) grades a subgrid: parameters ``heads``, ``rows`` (queries) and
 ``keys`` (indices), ``expected`` [len(heads), len(rows), len(keys)] (reference.transformer_xl
 .score_entries); the adapter still computes every score. Its inputs are named by their seed, not
-stored (``inputs_from`` "seed", ``inputs_seed``, ``inputs_sha256``; seeded_inputs.py): the stored
+stored (``inputs_from`` "seed", ``inputs_seed``, ``inputs_sha256``; reference.golden.seeded): the stored
 input arrays are empty, shape (0,), and ``inputs_of`` derives them.
 """
 
@@ -27,13 +27,15 @@ import numpy as np
 from reference import transformer_xl
 from reference.golden.catalog import GroupSpec, TestGroupSpec, TestSpec, VectorProtocol
 from reference.golden.inputs import representable_inputs
-from reference.transformer_xl import oracle, seeded_inputs
+from reference.golden.seeded import Seeded
+from reference.transformer_xl import oracle
 
 SCORE = "transformer_xl.score"
 PAPER = "https://arxiv.org/abs/1901.02860"
 CODE = "https://github.com/kimiyoung/transformer-xl/blob/44781ed2/pytorch/mem_transformer.py"
 SCALE = {"q": 1.0, "k": 1.0, "u": 0.5, "v": 0.5, "r_weight": 0.25}
 INPUTS = tuple(SCALE)
+SEEDED = Seeded("inputs")  # a model's case: the inputs named by their seed
 
 NOTES = {
     "NoMemory": {"bugType": "BASIC", "description": "A first segment without memory (mlen = 0): keys j <= i are "
@@ -127,8 +129,8 @@ def subset(params) -> dict:
 
 
 def inputs_of(params, arrays) -> dict:
-    """The case's inputs, stored or named by their seed (reference.transformer_xl.seeded_inputs)."""
-    return seeded_inputs.inputs_of(params, arrays, _shapes(params), SCALE)
+    """The case's inputs, stored or named by their seed (reference.golden.seeded)."""
+    return SEEDED.inputs_of(params, arrays, _shapes(params), SCALE)
 
 
 def build_score(case_id, params, test):
@@ -147,8 +149,8 @@ def build_score(case_id, params, test):
     if not np.any(np.asarray(extra.get("keys", range(sizes["keys"])))[None, :]
                   <= np.asarray(extra.get("rows", range(test.qlen)))[:, None] + test.mlen):
         raise ValueError(f"{case_id}: every graded entry is masked (key j > query i + mlen)")
-    if seeded_inputs.is_seeded(params):  # a model's case: the inputs named by their seed, not stored
-        extra.update(inputs_seed=case_id, inputs_sha256=seeded_inputs.digest(inputs, INPUTS))
+    if SEEDED.is_seeded(params):  # a model's case: the inputs named by their seed, not stored
+        extra.update(SEEDED.named(case_id, inputs, INPUTS))
         inputs = {role: np.empty((0,)) for role in INPUTS}
     return extra, inputs
 
@@ -163,7 +165,7 @@ def compute_score(params, inputs, backend):
 
 def shapes_score(params, arrays):
     shapes = _shapes(params)
-    if seeded_inputs.is_seeded(params):
+    if SEEDED.is_seeded(params):
         shapes.update({role: (0,) for role in INPUTS})
     return shapes
 
@@ -187,15 +189,12 @@ PARAMS_SCHEMA = {"type": "object", "additionalProperties": False,
                                 "heads": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
                                 "rows": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
                                 "keys": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
-                                # Its inputs named by a seed, not stored (seeded_inputs).
-                                "inputs_from": {"enum": [seeded_inputs.SOURCE]},
-                                "inputs_seed": {"type": "string", "minLength": 1},
-                                "inputs_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
-                 "dependentRequired": {"inputs_from": ["inputs_seed", "inputs_sha256"],
-                                       "inputs_seed": ["inputs_from"], "inputs_sha256": ["inputs_from"]}}
+                                # Its inputs named by a seed, not stored (reference.golden.seeded).
+                                **SEEDED.schema()["properties"]},
+                 "dependentRequired": SEEDED.schema()["dependentRequired"]}
 
 PROTOCOLS = {
     SCORE: VectorProtocol(SCORE, {**{r: "float64" for r in INPUTS}, "expected": "float64"}, INPUTS, PARAMS_SCHEMA,
-                          build_score, compute_score, shapes_score, exact_score, rounding="faithful",
+                          build_score, compute_score, shapes_score, exact_score, rounding="faithful", named=inputs_of,
                           fresh=fresh_score),
 }

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference.golden import fresh, store
+from reference.golden import catalog, fresh, store
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = "rope.apply/llama2-d128/decode-4095"
@@ -58,6 +58,21 @@ def test_a_committed_case_reads_back_as_posref_grades_it(tmp_path, fmt):
     for role in case.arrays:
         stored = np.asarray(case.arrays[role])
         assert arrays[role].dtype == stored.dtype and np.array_equal(arrays[role], stored)  # bit for bit
+
+
+@pytest.mark.parametrize("case_id", ["learned.lookup/gpt2-124m/prefill-8",
+                                     "transformer_xl.score/transfo-xl-wt103/decode-1-mem-1600"])
+def test_inputs_named_by_their_seed_are_written_out(tmp_path, case_id):
+    """A model's committed case stores empty inputs and names them by a seed (reference.golden.seeded):
+    the export holds the derived arrays, the ones the case is graded on."""
+    proc = _export(tmp_path, case_id)
+    assert proc.returncode == 0, proc.stderr
+    _, arrays = _read(tmp_path / f"{case_id.replace('/', '__')}.npz", "npz")
+    case = store.get_case(case_id)
+    named = catalog.protocol(case.protocol).named(case.params, case.arrays)
+    assert named and all(np.asarray(case.arrays[role]).size == 0 for role in named)
+    for role, derived in named.items():
+        assert derived.size and np.array_equal(arrays[role], derived)
 
 
 def test_a_fresh_case_is_drawn_again_from_its_seed(tmp_path):

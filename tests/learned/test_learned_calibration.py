@@ -91,9 +91,9 @@ def _ratios(fn, x64, positions, table64, spec, dtype):
 
 def catalog_ratios(fn, dtype):
     """Over every stored value case: the catalog's and the zoo models' committed ones (their tables
-    named by seed, reference.learned.seeded_table)."""
+    named by seed, reference.golden.seeded)."""
     from reference.golden import store
-    from reference.learned.seeded_table import table_of
+    from reference.learned.vectors import table_of
 
     worst = [0.0, 0.0]
     for case in store.iter_cases("learned.lookup"):

@@ -12,7 +12,7 @@ import pytest
 import reference.learned as L
 from conformance.core.mutants import round_to
 from reference.golden import catalog, store
-from reference.learned import seeded_table, vectors
+from reference.learned import vectors
 
 ALL = list(store.iter_cases("learned.lookup"))  # the catalog's and the zoo models' committed cases
 CATALOG_GROUPS = {g.name for g in vectors.groups()}
@@ -22,7 +22,7 @@ PROTO = catalog.protocol("learned.lookup")
 
 def _table(case):
     """The case's table: stored, or named by its seed (a zoo model's committed case)."""
-    return seeded_table.table_of(case.params, case.arrays["table"])
+    return vectors.table_of(case.params, case.arrays["table"])
 
 
 def test_the_catalog_has_the_real_table_lengths_and_every_kind_of_case():

@@ -1,6 +1,6 @@
 """learned.lookup's committed cases per zoo model (issue 27): BERT, RoBERTa and GPT-2 at their own
 tables (rows and 768 columns), the table named by its seed and not stored
-(reference.learned.seeded_table), graded first by ``--model``."""
+(reference.golden.seeded), graded first by ``--model``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from conformance.model import model_cases, resolve
 from reference import zoo
 from reference.golden import catalog, store
 from reference.golden.inputs import representable_inputs
-from reference.learned import model_config, seeded_table
+from reference.learned import model_config
+from reference.learned.vectors import table_of
 from reference.zoo import vectors as zoo_vectors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ def test_every_learned_model_has_its_committed_group_at_its_own_table(name):
         assert {k: case.params[k] for k in setting.params} == setting.params  # the model's 768 columns
         assert case.arrays["table"].shape == (0, 768)  # nothing stored: named by its seed
         assert case.params["table_seed"] == case.id
-        table = seeded_table.table_of(case.params, case.arrays["table"])
+        table = table_of(case.params, case.arrays["table"])
         assert table.shape == (setting.params["num_positions"], 768)
         # The very table a stored case of this id would hold (reference.golden.inputs' derivation).
         np.testing.assert_array_equal(table, representable_inputs(case.id, table.shape, "table"))
@@ -46,15 +47,15 @@ def test_every_learned_model_has_its_committed_group_at_its_own_table(name):
 
 def test_the_stored_values_are_the_lookup_of_the_derived_table():
     case = store.get_case("learned.lookup/gpt2-124m/last-row-1023")
-    table = seeded_table.table_of(case.params, case.arrays["table"])
+    table = table_of(case.params, case.arrays["table"])
     np.testing.assert_array_equal(case.arrays["expected"], case.arrays["x"] + table[1023])
     out = PROTO.compute(case.params, {r: case.arrays[r] for r in PROTO.inputs}, "numpy")["expected"]
     np.testing.assert_array_equal(out, case.arrays["expected"])
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda p: p.update(table_sha256="0" * 64), "table_sha256: the table derived from table_seed"),
-    (lambda p: p.update(table_seed=p["table_seed"] + "x"), "table_sha256: the table derived from table_seed"),
+    (lambda p: p.update(table_sha256="0" * 64), "table_sha256: table_seed .* no longer derives the certified table"),
+    (lambda p: p.update(table_seed=p["table_seed"] + "x"), "table_sha256: table_seed .* no longer derives the certified table"),
     (lambda p: p.update(table_seed=""), "table_seed: a non-empty string"),
 ])
 def test_a_seed_or_digest_that_does_not_give_the_certified_table_is_refused(edit, message):
@@ -62,9 +63,9 @@ def test_a_seed_or_digest_that_does_not_give_the_certified_table_is_refused(edit
     params = dict(case.params)
     edit(params)
     with pytest.raises(ValueError, match=message):
-        seeded_table.table_of(params, case.arrays["table"])
+        table_of(params, case.arrays["table"])
     with pytest.raises(ValueError, match="a seeded case stores no table"):
-        seeded_table.table_of(case.params, np.zeros((512, 768)))
+        table_of(case.params, np.zeros((512, 768)))
 
 
 def test_the_schema_ties_the_seed_to_its_digest():
