@@ -46,9 +46,8 @@ def _leaves(args) -> list:
 
 def call(wrapped, args):
     """The adapter's output for ``args``, as torch tensors connected to the leaves by jax.vjp."""
-    import torch
 
-    from conformance.frameworks import _jax, to_native_tree
+    from conformance.frameworks import _jax
 
     leaves = _leaves(args)
     held = {"fn": wrapped.fn, "args": args, "ids": [id(t) for t in leaves], "treedef": None}
