@@ -46,7 +46,6 @@ def _leaves(args) -> list:
 
 def call(wrapped, args):
     """The adapter's output for ``args``, as torch tensors connected to the leaves by jax.vjp."""
-
     from conformance.frameworks import _jax
 
     leaves = _leaves(args)
