@@ -29,6 +29,19 @@ def load_file(path: Path, prefix: str = "posref_test"):
     return module
 
 
+def load_example(path: Path):
+    """An example file loaded as load_file does; skipped (with the reason) where the array library it
+    is written for, an optional extra (docs/frameworks.md), is not installed."""
+    import pytest
+
+    try:
+        return load_file(path)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in {"jax", "mlx", "cupy"}:
+            pytest.skip(f"{Path(path).name}: {exc.name} is not installed (the framework extras)")
+        raise
+
+
 def style(name: str):
     return load_target(f"{STYLES_FILE}:{name}")
 

@@ -20,7 +20,7 @@ import pytest
 from conformance import run_conformance
 from conformance.core import registry
 from reference.golden import store
-from support import load_file
+from support import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
 # Buggy examples graded only under --isolate (they crash the process) have no in-process verdict.
@@ -152,7 +152,7 @@ def test_garbage_outputs_agree_in_every_protocol(tmp_path, protocol):
 
 
 def _buggy(path: Path):
-    module = load_file(path)
+    module = load_example(path)
     options = dict(getattr(module, "OPTIONS", {}))
     adapter = module.PROTOCOL.split(".", 1)[1]
     return _agree(f"{path}:{adapter}", module.PROTOCOL, **{"cases": _subset(module.PROTOCOL), **options})
