@@ -17,7 +17,7 @@ pytest.importorskip("mistral_inference.rope")
 
 from conformance import run_conformance  # noqa: E402
 
-TARGET = f"{Path(__file__).resolve().parents[2] / 'examples' / 'rope2d' / 'lib_mistral_inference.py'}:apply"
+TARGET = f"{Path(__file__).resolve().parents[2] / 'examples' / 'rope2d' / 'lib_mistral_inference.py'}:pixtral"
 
 
 @pytest.mark.parametrize("seed", range(3))

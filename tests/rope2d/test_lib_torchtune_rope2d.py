@@ -13,7 +13,7 @@ import pytest
 
 from conformance import run_conformance
 
-TARGET = f"{Path(__file__).resolve().parents[2] / 'examples' / 'rope2d' / 'lib_torchtune.py'}:apply"
+TARGET = f"{Path(__file__).resolve().parents[2] / 'examples' / 'rope2d' / 'lib_torchtune.py'}:vision"
 
 
 @pytest.fixture(scope="module", autouse=True)
