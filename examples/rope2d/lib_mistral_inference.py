@@ -17,8 +17,8 @@ allocate it. The half layout and RoPE-Mixed are not what it computes: Unsupporte
 
 Adapter: ``pixtral`` (rope2d.apply; not named ``apply``: the seed sweep of
 tests/core/test_seed_sweep.py grades every ``apply`` as correct code, and this one deviates by
-its library's convention, which tests/rope2d asserts by name). Needs ``mistral_inference`` (pip install --no-deps); the tests
-skip without it.
+its library's convention, which tests/rope2d asserts by name). Needs ``mistral_inference`` (pip
+install --no-deps); the tests skip without it.
 """
 
 import torch
