@@ -1,0 +1,42 @@
+"""transformers' Pixtral vision RoPE (``PixtralVisionRotaryEmbedding`` + ``apply_rotary_pos_emb``,
+examples/rope2d/lib_transformers_pixtral.py) graded as axial 2-D RoPE over three seeds in float32
+and bfloat16: Pixtral splits one ladder between the axes (the columns on base^(-(4k+2)/d)), so
+every failing case is named ``ladder-split`` and nothing else, and a case whose second-axis
+coordinates are all 0 (where the split cannot show) passes; the interleaved layout and RoPE-Mixed
+are skipped on the adapter's word. Skips without transformers (the ``test`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+from conformance import run_conformance  # noqa: E402
+
+TARGET = f"{Path(__file__).resolve().parents[2] / 'examples' / 'rope2d' / 'lib_transformers_pixtral.py'}:pixtral"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_transformers_pixtral_rope_is_diagnosed_as_the_split_ladder(seed):
+    from reference.golden import store
+    from reference.golden.fresh import fresh_cases
+
+    report = run_conformance(TARGET, "rope2d.apply", seed=seed, dtypes=("float32", "bfloat16"))
+    cases = {c.id: c for c in list(store.iter_cases("rope2d.apply")) + list(fresh_cases("rope2d.apply", seed))}
+    failed = [c for c in report.cases if c.verdict == "fail"]
+    assert len(failed) >= 8 and report.summary()["overall"] == "fail"
+    assert all([d.code for d in c.diagnoses] == ["ladder-split"] for c in failed), \
+        [(c.id, [d.code for d in c.diagnoses]) for c in failed]
+    assert not [c for c in report.cases if c.verdict == "error"]
+    for c in report.cases:
+        case = cases[c.id]
+        p = case.params
+        if c.verdict == "skip":
+            assert p["layout"] != "half" or p.get("freqs") is not None, c.id
+            continue
+        second = 0 if tuple(p["order"]) == ("y", "x") else 1  # the coordinate on the odd steps
+        if not np.any(case.arrays["coords"][:, p["cls_tokens"]:, second]):
+            assert c.verdict in ("pass", "acceptable"), (c.id, c.verdict)
