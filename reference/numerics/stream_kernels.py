@@ -18,6 +18,8 @@ tail past the 2P rotated elements is copied bit for bit, or (``tail``) multiplie
 scale; tokens before ``first_token`` are copied unrotated (2-D RoPE's CLS tokens).
 """
 
+import math
+
 import numba
 import numpy as np
 
@@ -120,3 +122,291 @@ def stream_tables(streams, cos_sin):
         cos[k, : c.shape[0]] = c
         sin[k, : s.shape[0]] = s
     return cos, sin, index
+
+
+# ---- golden mode (issue 31): the same rotations, each output rounded once and certified ---------
+#
+# Per token and pair, cos/sin of m theta_e come as double-doubles from RoPE's golden machinery
+# (cpu_kernels.py): the quick phase (0 < |m| <= 2**21, entry e off the table's exact rows; relative
+# error QUICK_REL_ERR plus QUICK_ABS_ERR absolute) or ddmath's double-double path (relative error
+# GOLDEN_REL_ERR, inside APPLY_REL_ERR), the latter computed for a pair only when the quick values
+# cannot certify it. D = a c - b s (a s + b c) is formed by dot2_dd with the bound E0 of
+# cpu_kernels._rotate_quick / ddmath.rotate_golden:
+#     E0 = (|a||c| + |b||s|) (APPLY_REL_ERR + rel) + (|a| + |b|) abs,
+# (rel, abs) = (QUICK_REL_ERR, QUICK_ABS_ERR) on the quick phase, (0, 0) on the double-double path.
+#
+# An amplitude F (Gaussian RoPE's K(m), xPos's zeta_i^e) is handed in as F = 2**fe (fh + fl) with
+# fh in [1, 2) (or F = 0: fh = fl = 0), |fh + fl - F 2**-fe| <= frel F 2**-fe, so that every F a
+# family can produce is representable, however small or large. The product P = D f (D renormalised
+# by TwoSum first, f = fh + fl, dd_mul's relative error below 2**-104) then satisfies
+#     |P - F (a c - b s) 2**-fe| <= fh (1 + 2**-52) (E0 + |D| (2**-104 + frel) (1 + 2**-50)),
+# which the kernel rounds up to err = fh (E0 + |D_hi| (2**-102 + frel)) (1 + 2**-50). P 2**fe is
+# rounded once to the nearest double by _round_scaled (normal results: Ziv's test in the scaled
+# domain, whose grid is the target grid times 2**-fe; subnormal results and zeros: rounding to a
+# multiple of 2**-1074 in fixed point, with the same test against the half-way points).
+# The tail (Gaussian RoPE scales it by K too): P = x f by TwoProduct plus x fl, err = |x| fh
+# (2**-102 + frel). Results whose rounding is not certain, inputs outside [2**-800, 2**990]
+# (ddmath.APPLY_MIN_ABS..MAX_ABS; zeros allowed), |D| below 2**-900 (dd products inexact) and
+# results above 2**1000 are flagged: the caller settles them in mpmath (phase.py). An exact zero
+# (a = b = 0, F = 0, or a result certainly below 2**-1075) is +0.0, as phase.to_double rounds it.
+# Non-finite inputs propagate as in the host's golden loop: fd (a c - b s), c and s the rounded
+# double-doubles, fd the nearest double to F.
+
+from . import cpu_kernels as _ck  # noqa: E402  (golden building blocks, compiled inline)
+
+_SMALL_M = _ck.SMALL_M
+_QUICK_REL = _ck.QUICK_REL_ERR
+_QUICK_ABS = _ck.QUICK_ABS_ERR
+_A_REL = _ck._APPLY_REL_ERR
+_A_MIN = _ck._APPLY_MIN_ABS
+_A_MAX = _ck._APPLY_MAX_ABS
+_MIN_D = 2.0**-900
+_MAX_OUT = 2.0**1000
+_NORMAL_OUT = 2.0**-1021
+_two_sum = _ck._two_sum
+_dd_mul = _ck._dd_mul
+_two_prod = _ck._two_prod
+_dot2_dd = _ck._dot2_dd
+_round_certain = _ck._round_certain
+_reduce_small = _ck._reduce_small
+_sincos_quick = _ck._sincos_quick
+_sincos_golden = _ck._sincos_golden
+_inline = numba.njit(fastmath=False, inline="always")
+
+
+@_inline
+def _certain(h, l, err):
+    """(fl(h + l), certain) as cpu_kernels._round_certain, also certain when err == 0 and h + l is
+    a double (an exact result, e.g. m = 0)."""
+    r, ok = _round_certain(h, l, err)
+    if not ok and err == 0.0:
+        r2, d = _two_sum(h, l)
+        ok = d == 0.0
+    return r, ok
+
+
+@_inline
+def _round_scaled(h, l, err, fe):
+    """(r, certain): r the nearest double to 2**fe (h + l) when every real within 2**fe err of it
+    rounds there. fe: an integer as float64."""
+    e = np.int64(fe)
+    ah = abs(h)
+    if ah == 0.0 and l == 0.0:
+        return 0.0, err == 0.0
+    top = math.ldexp(ah, e) if e < 2000 else math.inf
+    if top > _MAX_OUT:
+        return 0.0, False
+    if top >= _NORMAL_OUT:
+        r, ok = _certain(h, l, err)
+        return math.ldexp(r, e), ok
+    # fixed point: k = (h + l) 2**(1074 + fe), |k| < 2**53; the scalings are exact unless k's
+    # parts are subnormal, an absolute error far below the 2**-1000 added to the bound
+    s = e + 1074
+    kh = math.ldexp(h, s) if s > -2000 else 0.0
+    kl = math.ldexp(l, s) if s > -2000 else 0.0
+    ke = (math.ldexp(err, s) if s > -2000 else 0.0) + 2.0**-1000
+    n = np.rint(kh)
+    fr = (kh - n) + kl  # kh - n exact; the sum's rounding is below 2**-53
+    if fr > 0.5:
+        n += 1.0
+        fr -= 1.0
+    elif fr < -0.5:
+        n -= 1.0
+        fr += 1.0
+    ok = (abs(fr) + ke + 2.0**-52) * (1.0 + 2.0**-50) < 0.5
+    return math.ldexp(n, -1074) + 0.0, ok
+
+
+@_inline
+def _pair_golden(a, b, sh, sl, ch, cl, rel, absr, fh, fl, fe, fd, frel, scaled):
+    """(o0, o1, ok0, ok1): F (a c - b s) and F (a s + b c) rounded once (see above)."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        c = ch + cl
+        s = sh + sl
+        o0 = a * c - b * s
+        o1 = a * s + b * c
+        if scaled:
+            o0 = fd * o0
+            o1 = fd * o1
+        return o0, o1, True, True
+    if (a == 0.0 and b == 0.0) or (scaled and fh == 0.0):
+        return 0.0, 0.0, True, True
+    aa = abs(a)
+    ab = abs(b)
+    in_range = ((aa == 0.0) | ((aa >= _A_MIN) & (aa <= _A_MAX))) & ((ab == 0.0) | ((ab >= _A_MIN) & (ab <= _A_MAX)))
+    h0, l0 = _dot2_dd(a, ch, cl, -b, sh, sl)
+    h1, l1 = _dot2_dd(a, sh, sl, b, ch, cl)
+    r = _A_REL + rel
+    err0 = (aa * abs(ch) + ab * abs(sh)) * r + (aa + ab) * absr
+    err1 = (aa * abs(sh) + ab * abs(ch)) * r + (aa + ab) * absr
+    if not scaled:
+        o0, ok0 = _certain(h0, l0, err0)
+        o1, ok1 = _certain(h1, l1, err1)
+        return o0 + 0.0, o1 + 0.0, ok0 & in_range, ok1 & in_range
+    h0, l0 = _two_sum(h0, l0)
+    h1, l1 = _two_sum(h1, l1)
+    p0, q0 = _dd_mul(h0, l0, fh, fl)
+    p1, q1 = _dd_mul(h1, l1, fh, fl)
+    g = 2.0**-102 + frel
+    af = abs(fh)
+    o0, ok0 = _round_scaled(p0, q0, af * (err0 + abs(h0) * g) * (1.0 + 2.0**-50), fe)
+    o1, ok1 = _round_scaled(p1, q1, af * (err1 + abs(h1) * g) * (1.0 + 2.0**-50), fe)
+    ok0 = ok0 & in_range & ((abs(h0) >= _MIN_D) | ((h0 == 0.0) & (err0 == 0.0)))
+    ok1 = ok1 & in_range & ((abs(h1) >= _MIN_D) | ((h1 == 0.0) & (err1 == 0.0)))
+    return o0, o1, ok0, ok1
+
+
+@_inline
+def _tail_golden(v, fh, fl, fe, fd, frel):
+    """(o, ok): F v rounded once (the scaled tail)."""
+    if not math.isfinite(v):
+        return fd * v, True
+    if v == 0.0 or fh == 0.0:
+        return 0.0, True
+    av = abs(v)
+    if av < _A_MIN or av > _A_MAX:
+        return 0.0, False
+    p, q = _two_prod(v, fh)
+    q = q + v * fl
+    return _round_scaled(p, q, av * abs(fh) * (2.0**-102 + frel) * (1.0 + 2.0**-50), fe)
+
+
+@_inline
+def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, entry_of_pair, limbs, chunks,
+                          small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab):
+    """One token of the golden stream rotation, x -> out; flags[bi, si, h, j] = 1 where out[.., j]
+    needs the host. tab [7, P]: sh, sl, ch, cl, rel, abs, and 1.0 once the double-double path's
+    values are in."""
+    nh = x.shape[2]
+    d = x.shape[3]
+    pairs = stream_of_pair.shape[0]
+    per_pair = fac.shape[1] > 1
+    for i in range(pairs):
+        m = positions[stream_of_pair[i], t]
+        e = entry_of_pair[i]
+        if m <= _SMALL_M and m >= -_SMALL_M and m != 0 and small_ok[e]:
+            q, ah, al = _reduce_small(float(m), chunks[0, e], chunks[1, e], chunks[2, e], chunks[3, e], chunks[4, e])
+            sh, sl, ch, cl = _sincos_quick(q, ah, al)
+            tab[4, i] = _QUICK_REL
+            tab[5, i] = _QUICK_ABS
+            tab[6, i] = 0.0
+        else:
+            sh, sl, ch, cl, _ = _sincos_golden(m, limbs, e, scratch)
+            tab[4, i] = 0.0
+            tab[5, i] = 0.0
+            tab[6, i] = 1.0
+        tab[0, i] = sh
+        tab[1, i] = sl
+        tab[2, i] = ch
+        tab[3, i] = cl
+    for h in range(nh):
+        for i in range(pairs):
+            if layout == 0:
+                j0 = i
+                j1 = i + pairs
+            else:
+                j0 = 2 * i
+                j1 = 2 * i + 1
+            k = i if per_pair else 0
+            a = x[bi, si, h, j0]
+            b = x[bi, si, h, j1]
+            for attempt in range(2):
+                o0, o1, ok0, ok1 = _pair_golden(a, b, tab[0, i], tab[1, i], tab[2, i], tab[3, i], tab[4, i],
+                                                tab[5, i], fac[t, k, 0], fac[t, k, 1], fac[t, k, 2], fac[t, k, 3],
+                                                frel, scaled)
+                if (ok0 and ok1) or tab[6, i] == 1.0:
+                    break
+                sh, sl, ch, cl, _ = _sincos_golden(positions[stream_of_pair[i], t], limbs, entry_of_pair[i], scratch)
+                tab[0, i] = sh
+                tab[1, i] = sl
+                tab[2, i] = ch
+                tab[3, i] = cl
+                tab[4, i] = 0.0
+                tab[5, i] = 0.0
+                tab[6, i] = 1.0
+            out[bi, si, h, j0] = o0
+            out[bi, si, h, j1] = o1
+            flags[bi, si, h, j0] = 0 if ok0 else 1
+            flags[bi, si, h, j1] = 0 if ok1 else 1
+        for j in range(2 * pairs, d):
+            if scale_tail:
+                o, ok = _tail_golden(x[bi, si, h, j], tail[t, 0], tail[t, 1], tail[t, 2], tail[t, 3], frel)
+                out[bi, si, h, j] = o
+                flags[bi, si, h, j] = 0 if ok else 1
+            else:
+                out[bi, si, h, j] = x[bi, si, h, j]
+
+
+def _build_golden(digest):
+    """The golden kernel as a closure over the digest of the sources it inlines (cpu_kernels.py,
+    ddmath.py): Numba's disk cache keys only on this file, see cpu_kernels._build."""
+
+    @numba.njit(cache=True, fastmath=False, parallel=True)
+    def rotate_golden_kernel(x, out, flags, positions, stream_of_pair, entry_of_pair, limbs, chunks, small_ok,
+                             fac, tail, frel, scaled, scale_tail, layout, first_token):
+        """x, out float64 [b, s, h, d]; flags uint8 [b, s, h, d]; positions int64 [S, b*s];
+        fac float64 [b*s, F, 4] (fh, fl, fe, fd; F = P or 1), tail [b*s, 4]; see above."""
+        _digest = digest  # noqa: F841
+        nb, ns, nh, d = x.shape
+        pairs = stream_of_pair.shape[0]
+        for t in numba.prange(nb * ns):
+            bi = t // ns
+            si = t % ns
+            if si < first_token:
+                for h in range(nh):
+                    for j in range(d):
+                        out[bi, si, h, j] = x[bi, si, h, j]
+                continue
+            scratch = np.empty(_ck._MAX_LIMBS, dtype=np.uint64)
+            tab = np.empty((7, pairs))
+            _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, entry_of_pair, limbs,
+                                  chunks, small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab)
+
+    return rotate_golden_kernel
+
+
+def _digest():
+    import hashlib
+    import pathlib
+
+    from . import ddmath
+
+    h = hashlib.sha256()
+    for mod in (ddmath, _ck):
+        h.update(pathlib.Path(mod.__file__).read_bytes())
+    return h.hexdigest()
+
+
+rotate_golden_kernel = _build_golden(_digest())
+
+
+def rotate_golden(x, positions, stream_of_pair, entry_of_pair, limbs, layout, *, factors=None, frel=0.0,
+                  tail=None, first_token=0):
+    """(out, flags): the golden rotation of x (validated float64 C-order [b, s, h, d], only read)
+    into a new array, and uint8 flags [b, s, h, d], 1 where the output is not certified (the
+    caller settles it in mpmath). positions int [S, b, s]; limbs: the table's (phase.py);
+    factors: None or float64 [b, s, F, 4] (F = P or 1) rows (fh, fl, fe, fd) with F = 2**fe (fh + fl)
+    to within frel relative (see the block comment); tail: None (copied) or [b, s, 4] likewise."""
+    nb, ns, nh, d = x.shape
+    out = np.empty_like(x)
+    flags = np.zeros(x.shape, dtype=np.uint8)
+    if x.size == 0:
+        return out, flags
+    tokens = nb * ns
+    pairs = len(stream_of_pair)
+    lim = np.ascontiguousarray(limbs, dtype=np.uint64)
+    chunks, exact_rows = _ck._small_chunks(lim)
+    small_ok = np.ones(lim.shape[0], dtype=np.bool_)
+    small_ok[exact_rows] = False
+    pos = np.ascontiguousarray(positions, dtype=np.int64).reshape(len(positions), tokens)
+    # unscaled: fac and tail are never read, but every token's row must exist for the indexing
+    fac = (np.ascontiguousarray(factors, dtype=np.float64).reshape(tokens, -1, 4) if factors is not None
+           else np.zeros((tokens, 1, 4)))
+    g = np.ascontiguousarray(tail, dtype=np.float64).reshape(tokens, 4) if tail is not None else np.zeros((tokens, 4))
+    if factors is not None and fac.shape[1] not in (1, pairs):
+        raise ValueError(f"factors: {fac.shape[1]} amplitudes per token for {pairs} pairs")
+    work = 4 * x.size + 64 * tokens * pairs
+    run_kernel(rotate_golden_kernel, work, x, out, flags, pos, np.ascontiguousarray(stream_of_pair, dtype=np.int64),
+               np.ascontiguousarray(entry_of_pair, dtype=np.int64), lim, chunks, small_ok, fac, g, float(frel),
+               factors is not None, tail is not None, np.int64(0 if layout == "half" else 1), np.int64(first_token))
+    return out, flags
