@@ -272,58 +272,111 @@ def _tail_golden(v, fh, fl, fe, fd, frel):
 
 
 @_inline
+def _pair_quick(a, b, sh, sl, ch, cl, rel, absr, fh, fl, sc, frel, scaled):
+    """(o0, o1, certain): the common case of _pair_golden without branches (so that the loop over
+    a token's pairs vectorises): finite inputs in range, normal results (the amplitude's 2**fe
+    applied as the exact product by sc = 2**fe); anything else is reported uncertain and goes to
+    _pair_golden."""
+    aa = abs(a)
+    ab = abs(b)
+    in_range = ((aa == 0.0) | ((aa >= _A_MIN) & (aa <= _A_MAX))) & ((ab == 0.0) | ((ab >= _A_MIN) & (ab <= _A_MAX)))
+    h0, l0 = _dot2_dd(a, ch, cl, -b, sh, sl)
+    h1, l1 = _dot2_dd(a, sh, sl, b, ch, cl)
+    r = _A_REL + rel
+    err0 = (aa * abs(ch) + ab * abs(sh)) * r + (aa + ab) * absr
+    err1 = (aa * abs(sh) + ab * abs(ch)) * r + (aa + ab) * absr
+    if scaled:
+        h0, l0 = _two_sum(h0, l0)
+        h1, l1 = _two_sum(h1, l1)
+        p0, q0 = _dd_mul(h0, l0, fh, fl)
+        p1, q1 = _dd_mul(h1, l1, fh, fl)
+        g = 2.0**-102 + frel
+        af = abs(fh)
+        r0, ok0 = _round_certain(p0, q0, af * (err0 + abs(h0) * g) * (1.0 + 2.0**-50))
+        r1, ok1 = _round_certain(p1, q1, af * (err1 + abs(h1) * g) * (1.0 + 2.0**-50))
+        o0 = r0 * sc
+        o1 = r1 * sc
+        a0 = abs(o0)
+        a1 = abs(o1)
+        ok = ok0 & ok1 & (abs(h0) >= _MIN_D) & (abs(h1) >= _MIN_D) & (a0 >= _NORMAL_OUT) & (a1 >= _NORMAL_OUT) & (
+            a0 <= _MAX_OUT) & (a1 <= _MAX_OUT)
+    else:
+        o0, ok0 = _round_certain(h0, l0, err0)
+        o1, ok1 = _round_certain(h1, l1, err1)
+        ok = ok0 & ok1
+    return o0 + 0.0, o1 + 0.0, ok & in_range
+
+
+@_inline
 def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, entry_of_pair, limbs, chunks,
                           small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab):
     """One token of the golden stream rotation, x -> out; flags[bi, si, h, j] = 1 where out[.., j]
-    needs the host. tab [7, P]: sh, sl, ch, cl, rel, abs, and 1.0 once the double-double path's
-    values are in."""
+    needs the host. tab [16, P]: the quick phase's sh, sl, ch, cl (rows 0-3), the amplitude's fh,
+    fl, 2**fe, fe, fd (4-8), 1.0 where the quick phase applies (9), ddmath's sh, sl, ch, cl (10-13)
+    and 1.0 once those are in (14)."""
     nh = x.shape[2]
     d = x.shape[3]
     pairs = stream_of_pair.shape[0]
     per_pair = fac.shape[1] > 1
-    for i in range(pairs):
+    for i in range(pairs):  # the quick phase for every pair (branch-free; unusable ones flagged)
         m = positions[stream_of_pair[i], t]
         e = entry_of_pair[i]
-        if m <= _SMALL_M and m >= -_SMALL_M and m != 0 and small_ok[e]:
-            q, ah, al = _reduce_small(float(m), chunks[0, e], chunks[1, e], chunks[2, e], chunks[3, e], chunks[4, e])
-            sh, sl, ch, cl = _sincos_quick(q, ah, al)
-            tab[4, i] = _QUICK_REL
-            tab[5, i] = _QUICK_ABS
-            tab[6, i] = 0.0
-        else:
-            sh, sl, ch, cl, _ = _sincos_golden(m, limbs, e, scratch)
-            tab[4, i] = 0.0
-            tab[5, i] = 0.0
-            tab[6, i] = 1.0
+        q, ah, al = _reduce_small(float(m), chunks[0, e], chunks[1, e], chunks[2, e], chunks[3, e], chunks[4, e])
+        sh, sl, ch, cl = _sincos_quick(q, ah, al)
         tab[0, i] = sh
         tab[1, i] = sl
         tab[2, i] = ch
         tab[3, i] = cl
+        good = small_ok[e] & (m <= _SMALL_M) & (m >= -_SMALL_M) & (m != 0)
+        if scaled:
+            k = i if per_pair else 0
+            fe = fac[t, k, 2]
+            tab[4, i] = fac[t, k, 0]
+            tab[5, i] = fac[t, k, 1]
+            tab[7, i] = fe
+            tab[8, i] = fac[t, k, 3]
+            fine = (fe >= -1000.0) & (fe <= 1000.0)
+            tab[6, i] = math.ldexp(1.0, np.int64(fe)) if fine else 0.0
+            good = good & fine
+        tab[9, i] = 1.0 if good else 0.0
+        tab[14, i] = 0.0
     for h in range(nh):
-        for i in range(pairs):
+        if layout == 0:
+            for i in range(pairs):
+                o0, o1, ok = _pair_quick(x[bi, si, h, i], x[bi, si, h, i + pairs], tab[0, i], tab[1, i], tab[2, i],
+                                         tab[3, i], _QUICK_REL, _QUICK_ABS, tab[4, i], tab[5, i], tab[6, i], frel,
+                                         scaled)
+                out[bi, si, h, i] = o0
+                out[bi, si, h, i + pairs] = o1
+                flags[bi, si, h, i] = 0 if (ok & (tab[9, i] == 1.0)) else 2
+        else:
+            for i in range(pairs):
+                o0, o1, ok = _pair_quick(x[bi, si, h, 2 * i], x[bi, si, h, 2 * i + 1], tab[0, i], tab[1, i],
+                                         tab[2, i], tab[3, i], _QUICK_REL, _QUICK_ABS, tab[4, i], tab[5, i],
+                                         tab[6, i], frel, scaled)
+                out[bi, si, h, 2 * i] = o0
+                out[bi, si, h, 2 * i + 1] = o1
+                flags[bi, si, h, 2 * i] = 0 if (ok & (tab[9, i] == 1.0)) else 2
+        for i in range(pairs):  # the rest: ddmath's double-double cos/sin, every case handled
             if layout == 0:
                 j0 = i
                 j1 = i + pairs
             else:
                 j0 = 2 * i
                 j1 = 2 * i + 1
-            k = i if per_pair else 0
-            a = x[bi, si, h, j0]
-            b = x[bi, si, h, j1]
-            for attempt in range(2):
-                o0, o1, ok0, ok1 = _pair_golden(a, b, tab[0, i], tab[1, i], tab[2, i], tab[3, i], tab[4, i],
-                                                tab[5, i], fac[t, k, 0], fac[t, k, 1], fac[t, k, 2], fac[t, k, 3],
-                                                frel, scaled)
-                if (ok0 and ok1) or tab[6, i] == 1.0:
-                    break
+            if flags[bi, si, h, j0] != 2:
+                continue
+            if tab[14, i] != 1.0:  # one call site of the (inlined) double-double path
                 sh, sl, ch, cl, _ = _sincos_golden(positions[stream_of_pair[i], t], limbs, entry_of_pair[i], scratch)
-                tab[0, i] = sh
-                tab[1, i] = sl
-                tab[2, i] = ch
-                tab[3, i] = cl
-                tab[4, i] = 0.0
-                tab[5, i] = 0.0
-                tab[6, i] = 1.0
+                tab[10, i] = sh
+                tab[11, i] = sl
+                tab[12, i] = ch
+                tab[13, i] = cl
+                tab[14, i] = 1.0
+            k = i if per_pair else 0
+            o0, o1, ok0, ok1 = _pair_golden(x[bi, si, h, j0], x[bi, si, h, j1], tab[10, i], tab[11, i], tab[12, i],
+                                            tab[13, i], 0.0, 0.0, fac[t, k, 0], fac[t, k, 1], fac[t, k, 2],
+                                            fac[t, k, 3], frel, scaled)
             out[bi, si, h, j0] = o0
             out[bi, si, h, j1] = o1
             flags[bi, si, h, j0] = 0 if ok0 else 1
@@ -358,7 +411,7 @@ def _build_golden(digest):
                         out[bi, si, h, j] = x[bi, si, h, j]
                 continue
             scratch = np.empty(_ck._MAX_LIMBS, dtype=np.uint64)
-            tab = np.empty((7, pairs))
+            tab = np.zeros((16, pairs))
             _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, entry_of_pair, limbs,
                                   chunks, small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab)
 
