@@ -22,6 +22,8 @@ import math
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from .cpu_kernels import run_kernel
 
@@ -174,6 +176,45 @@ _sincos_golden = _ck._sincos_golden
 _inline = numba.njit(fastmath=False, inline="always")
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a b + c rounded once (LLVM's llvm.fma.f64: the hardware instruction where the cpu has one,
+    a correctly rounded libm call otherwise). Only the branch-free pass uses it, for TwoProduct."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@_inline
+def _two_prod_fma(a, b):
+    """TwoProduct by FMA: p + e == a b exactly (p = fl(a b)) unless e underflows (|a b| < 2**-969),
+    the same result as Dekker's split (ddmath.two_prod) in two operations."""
+    p = a * b
+    return p, _fma(a, b, -p)
+
+
+@_inline
+def _dot2_fma(a, ch, cl, b, sh, sl):
+    """ddmath.dot2_dd with FMA TwoProducts: the same operations and result."""
+    p1, e1 = _two_prod_fma(a, ch)
+    p2, e2 = _two_prod_fma(b, sh)
+    s, e = _two_sum(p1, p2)
+    lo = (((e + e1) + e2) + a * cl) + b * sl
+    return s, lo
+
+
+@_inline
+def _dd_mul_fma(ah, al, bh, bl):
+    """ddmath.dd_mul with an FMA TwoProduct: the same operations and result."""
+    p, e = _two_prod_fma(ah, bh)
+    e = e + (ah * bl + al * bh)
+    s = p + e
+    return s, e - (s - p)
+
+
 @_inline
 def _certain(h, l, err):
     """(fl(h + l), certain) as cpu_kernels._round_certain, also certain when err == 0 and h + l is
@@ -189,7 +230,8 @@ def _certain(h, l, err):
 def _round_scaled(h, l, err, fe):
     """(r, certain): r the nearest double to 2**fe (h + l) when every real within 2**fe err of it
     rounds there. fe: an integer as float64."""
-    e = np.int64(fe)
+    # clamped: math.ldexp takes a C int; below 2**-3000 |h| the value is +0.0 either way
+    e = np.int64(max(min(fe, 3000.0), -3000.0))
     ah = abs(h)
     if ah == 0.0 and l == 0.0:
         return 0.0, err == 0.0
@@ -229,10 +271,13 @@ def _pair_golden(a, b, sh, sl, ch, cl, rel, absr, fh, fl, fe, fd, frel, scaled):
             o0 = fd * o0
             o1 = fd * o1
         return o0, o1, True, True
-    if (a == 0.0 and b == 0.0) or (scaled and fh == 0.0):
-        return 0.0, 0.0, True, True
     aa = abs(a)
     ab = abs(b)
+    if (a == 0.0 and b == 0.0) or (scaled and fh == 0.0):
+        return 0.0, 0.0, True, True
+    # |F (a c - b s)| <= 2**fe |fh| (|a| + |b|) < 2**-1076: both results are certainly +0.0
+    if scaled and math.ldexp((aa + ab) * 2.0, np.int64(min(max(fe + 1076.0, -3000.0), 3000.0))) < 1.0:
+        return 0.0, 0.0, True, True
     in_range = ((aa == 0.0) | ((aa >= _A_MIN) & (aa <= _A_MAX))) & ((ab == 0.0) | ((ab >= _A_MIN) & (ab <= _A_MAX)))
     h0, l0 = _dot2_dd(a, ch, cl, -b, sh, sl)
     h1, l1 = _dot2_dd(a, sh, sl, b, ch, cl)
@@ -280,16 +325,16 @@ def _pair_quick(a, b, sh, sl, ch, cl, rel, absr, fh, fl, sc, frel, scaled):
     aa = abs(a)
     ab = abs(b)
     in_range = ((aa == 0.0) | ((aa >= _A_MIN) & (aa <= _A_MAX))) & ((ab == 0.0) | ((ab >= _A_MIN) & (ab <= _A_MAX)))
-    h0, l0 = _dot2_dd(a, ch, cl, -b, sh, sl)
-    h1, l1 = _dot2_dd(a, sh, sl, b, ch, cl)
+    h0, l0 = _dot2_fma(a, ch, cl, -b, sh, sl)
+    h1, l1 = _dot2_fma(a, sh, sl, b, ch, cl)
     r = _A_REL + rel
     err0 = (aa * abs(ch) + ab * abs(sh)) * r + (aa + ab) * absr
     err1 = (aa * abs(sh) + ab * abs(ch)) * r + (aa + ab) * absr
     if scaled:
         h0, l0 = _two_sum(h0, l0)
         h1, l1 = _two_sum(h1, l1)
-        p0, q0 = _dd_mul(h0, l0, fh, fl)
-        p1, q1 = _dd_mul(h1, l1, fh, fl)
+        p0, q0 = _dd_mul_fma(h0, l0, fh, fl)
+        p1, q1 = _dd_mul_fma(h1, l1, fh, fl)
         g = 2.0**-102 + frel
         af = abs(fh)
         r0, ok0 = _round_certain(p0, q0, af * (err0 + abs(h0) * g) * (1.0 + 2.0**-50))
@@ -312,12 +357,18 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
                           small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab):
     """One token of the golden stream rotation, x -> out; flags[bi, si, h, j] = 1 where out[.., j]
     needs the host. tab [16, P]: the quick phase's sh, sl, ch, cl (rows 0-3), the amplitude's fh,
-    fl, 2**fe, fe, fd (4-8), 1.0 where the quick phase applies (9), ddmath's sh, sl, ch, cl (10-13)
-    and 1.0 once those are in (14)."""
+    fl, 2**fe, fe, fd (4-8), 1.0 where the branch-free pass applies (9), ddmath's sh, sl, ch, cl
+    (10-13), 1.0 once those are in (14), 1.0 where the quick cos/sin are valid (15), 1.0 where the
+    amplitude makes every output of the pair certainly +0.0 (16)."""
     nh = x.shape[2]
     d = x.shape[3]
     pairs = stream_of_pair.shape[0]
     per_pair = fac.shape[1] > 1
+    big = 0.0
+    if scaled:  # the largest |x| of the token: amplitudes that make every output +0.0 (row 16)
+        for h in range(nh):
+            for j in range(d):
+                big = max(big, abs(x[bi, si, h, j]))
     for i in range(pairs):  # the quick phase for every pair (branch-free; unusable ones flagged)
         m = positions[stream_of_pair[i], t]
         e = entry_of_pair[i]
@@ -328,6 +379,7 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
         tab[2, i] = ch
         tab[3, i] = cl
         good = small_ok[e] & (m <= _SMALL_M) & (m >= -_SMALL_M) & (m != 0)
+        tab[15, i] = 1.0 if good else 0.0
         if scaled:
             k = i if per_pair else 0
             fe = fac[t, k, 2]
@@ -338,6 +390,9 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
             fine = (fe >= -1000.0) & (fe <= 1000.0)
             tab[6, i] = math.ldexp(1.0, np.int64(fe)) if fine else 0.0
             good = good & fine
+            # |F (a c - b s)| <= 2**fe |fh| (|a| + |b|) <= 2**fe 4 big < 2**-1076 (big finite)
+            zero = math.isfinite(big) and math.ldexp(4.0 * big, np.int64(min(max(fe + 1076.0, -3000.0), 3000.0))) < 1.0
+            tab[16, i] = 1.0 if zero else 0.0
         tab[9, i] = 1.0 if good else 0.0
         tab[14, i] = 0.0
     for h in range(nh):
@@ -346,17 +401,19 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
                 o0, o1, ok = _pair_quick(x[bi, si, h, i], x[bi, si, h, i + pairs], tab[0, i], tab[1, i], tab[2, i],
                                          tab[3, i], _QUICK_REL, _QUICK_ABS, tab[4, i], tab[5, i], tab[6, i], frel,
                                          scaled)
-                out[bi, si, h, i] = o0
-                out[bi, si, h, i + pairs] = o1
-                flags[bi, si, h, i] = 0 if (ok & (tab[9, i] == 1.0)) else 2
+                zero = tab[16, i] == 1.0
+                out[bi, si, h, i] = 0.0 if zero else o0
+                out[bi, si, h, i + pairs] = 0.0 if zero else o1
+                flags[bi, si, h, i] = 0 if ((ok & (tab[9, i] == 1.0)) | zero) else 2
         else:
             for i in range(pairs):
                 o0, o1, ok = _pair_quick(x[bi, si, h, 2 * i], x[bi, si, h, 2 * i + 1], tab[0, i], tab[1, i],
                                          tab[2, i], tab[3, i], _QUICK_REL, _QUICK_ABS, tab[4, i], tab[5, i],
                                          tab[6, i], frel, scaled)
-                out[bi, si, h, 2 * i] = o0
-                out[bi, si, h, 2 * i + 1] = o1
-                flags[bi, si, h, 2 * i] = 0 if (ok & (tab[9, i] == 1.0)) else 2
+                zero = tab[16, i] == 1.0
+                out[bi, si, h, 2 * i] = 0.0 if zero else o0
+                out[bi, si, h, 2 * i + 1] = 0.0 if zero else o1
+                flags[bi, si, h, 2 * i] = 0 if ((ok & (tab[9, i] == 1.0)) | zero) else 2
         for i in range(pairs):  # the rest: ddmath's double-double cos/sin, every case handled
             if layout == 0:
                 j0 = i
@@ -366,6 +423,18 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
                 j1 = 2 * i + 1
             if flags[bi, si, h, j0] != 2:
                 continue
+            k = i if per_pair else 0
+            a = x[bi, si, h, j0]
+            b = x[bi, si, h, j1]
+            if tab[15, i] == 1.0:  # the quick cos/sin still apply (e.g. a subnormal or zero result)
+                o0, o1, ok0, ok1 = _pair_golden(a, b, tab[0, i], tab[1, i], tab[2, i], tab[3, i], _QUICK_REL,
+                                                _QUICK_ABS, fac[t, k, 0], fac[t, k, 1], fac[t, k, 2], fac[t, k, 3],
+                                                frel, scaled)
+                if ok0 and ok1:
+                    out[bi, si, h, j0] = o0
+                    out[bi, si, h, j1] = o1
+                    flags[bi, si, h, j0] = 0
+                    continue
             if tab[14, i] != 1.0:  # one call site of the (inlined) double-double path
                 sh, sl, ch, cl, _ = _sincos_golden(positions[stream_of_pair[i], t], limbs, entry_of_pair[i], scratch)
                 tab[10, i] = sh
@@ -373,8 +442,7 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
                 tab[12, i] = ch
                 tab[13, i] = cl
                 tab[14, i] = 1.0
-            k = i if per_pair else 0
-            o0, o1, ok0, ok1 = _pair_golden(x[bi, si, h, j0], x[bi, si, h, j1], tab[10, i], tab[11, i], tab[12, i],
+            o0, o1, ok0, ok1 = _pair_golden(a, b, tab[10, i], tab[11, i], tab[12, i],
                                             tab[13, i], 0.0, 0.0, fac[t, k, 0], fac[t, k, 1], fac[t, k, 2],
                                             fac[t, k, 3], frel, scaled)
             out[bi, si, h, j0] = o0
@@ -411,7 +479,7 @@ def _build_golden(digest):
                         out[bi, si, h, j] = x[bi, si, h, j]
                 continue
             scratch = np.empty(_ck._MAX_LIMBS, dtype=np.uint64)
-            tab = np.zeros((16, pairs))
+            tab = np.zeros((17, pairs))
             _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, entry_of_pair, limbs,
                                   chunks, small_ok, fac, tail, frel, scaled, scale_tail, layout, scratch, tab)
 
