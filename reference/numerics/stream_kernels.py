@@ -374,11 +374,14 @@ def _token_streams_golden(x, out, flags, bi, si, t, positions, stream_of_pair, e
         e = entry_of_pair[i]
         q, ah, al = _reduce_small(float(m), chunks[0, e], chunks[1, e], chunks[2, e], chunks[3, e], chunks[4, e])
         sh, sl, ch, cl = _sincos_quick(q, ah, al)
-        tab[0, i] = sh
-        tab[1, i] = sl
-        tab[2, i] = ch
-        tab[3, i] = cl
-        good = small_ok[e] & (m <= _SMALL_M) & (m >= -_SMALL_M) & (m != 0)
+        # m = 0 (M-RoPE's text stream, an image's first row or column): cos 1, sin 0 exactly,
+        # which the quick phase's error bound covers, so those pairs stay on the fast pass
+        zm = m == 0
+        tab[0, i] = 0.0 if zm else sh
+        tab[1, i] = 0.0 if zm else sl
+        tab[2, i] = 1.0 if zm else ch
+        tab[3, i] = 0.0 if zm else cl
+        good = (small_ok[e] & (m <= _SMALL_M) & (m >= -_SMALL_M) & (m != 0)) | zm
         tab[15, i] = 1.0 if good else 0.0
         if scaled:
             k = i if per_pair else 0
