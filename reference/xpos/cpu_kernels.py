@@ -162,12 +162,13 @@ def _dd_add(ah, al, bh, bl):
     return s, e - (s - h)
 
 
-@numba.njit(cache=True, fastmath=False)
+@numba.njit(cache=True, fastmath=False, parallel=True)
 def golden_scale_kernel(positions, centre, scale_base, sign, log_hi, log_lo, ln2, exp_tab, inv_dd, inv, out,
                         flags):
     """out[t, i] = (fh, fl, fe, fd) of zeta_i^(sign (positions[t] - centre) / scale_base) within
-    GOLDEN_REL_ERR (see above); flags[t, i] = 1 where the caller must evaluate it in mpmath."""
-    for t in range(positions.shape[0]):
+    GOLDEN_REL_ERR (see above); flags[t, i] = 1 where the caller must evaluate it in mpmath.
+    Positions in parallel (Numba's pool; one thread below PARALLEL_MIN_WORK, see golden_scales)."""
+    for t in numba.prange(positions.shape[0]):
         a = float(positions[t])
         b = -centre
         s1 = a + b
@@ -222,6 +223,9 @@ def golden_scales(positions, centre, scale_base, sign, log_hi, log_lo):
     out = np.zeros((pos.shape[0], log_hi.shape[0], 4))
     flags = np.zeros(out.shape[:2], dtype=np.uint8)
     ln2 = np.array([_LN2_A, _LN2_B, _LN2_C, _LN2_A + _LN2_B])
-    golden_scale_kernel(pos, float(centre), float(scale_base), float(sign), log_hi, log_lo, ln2, _EXP_TAB,
-                        _INV_FACT_DD, _INV_FACT, out, flags)
+    from reference.numerics.cpu_kernels import run_kernel
+
+    # about 64 operations per scale: on the pool from 2^16 scales (run_kernel's PARALLEL_MIN_WORK)
+    run_kernel(golden_scale_kernel, 64 * out.shape[0] * out.shape[1], pos, float(centre), float(scale_base),
+               float(sign), log_hi, log_lo, ln2, _EXP_TAB, _INV_FACT_DD, _INV_FACT, out, flags)
     return out, flags
