@@ -10,9 +10,12 @@ RoPE table. Cells:
 - **copy**: numpy ``copy()`` of an array with the bytes of the fast output (float64, int64 for
   T5's buckets; for xPos q and k together), the floor of any out-of-place computation;
 - **fast**: the family's cpu reference, fast mode, at a prefill-like workload (its ``WORKLOAD``);
-- **golden**: golden mode. Where golden mode evaluates each value in mpmath (every family but
-  sinusoidal, whose golden table runs the RoPE quick-phase kernels) it is timed on a small
-  workload, next to fast mode on that same small workload, and the ratio is golden / fast there.
+- **golden**: golden mode. A family whose golden mode runs a certified quick phase (sinusoidal;
+  since issue 31 also 2-D RoPE, M-RoPE, Gaussian RoPE and xPos: phase.py's golden rotations)
+  declares ``GOLDEN_WORKLOAD = None`` and is timed on its fast workload, the ratio golden / fast
+  there. One whose golden mode still evaluates each value in mpmath is timed on a small workload
+  (``GOLDEN_WORKLOAD``), next to fast mode on that same small workload (``fast_small``), and the
+  ratio is golden / fast there.
 
 A cell whose warm-up and first timed run both took longer than ``SLOW_CELL_S`` is not run
 again (best of 1), so that

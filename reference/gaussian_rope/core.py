@@ -189,6 +189,38 @@ def fast_kernel_values(flat, kernel) -> np.ndarray:
     return out[inverse.reshape(-1)]
 
 
+_golden_cache: OrderedDict = OrderedDict()
+
+
+def golden_kernel_values(flat, kernel):
+    """(float64 [len(flat), 1, 4], frel): K(m) for int64 flat positions as ``phase.dd_factor``
+    rows (K = 2^fe (fh + fl), however small), K evaluated at phase.PREC_BITS once per distinct |m|
+    and kept across calls (FAST_CACHE_POSITIONS per kernel, FAST_CACHE_KERNELS kernels): the
+    amplitudes of golden mode's quick phase (phase.scaled_rotate's golden_factors)."""
+    params = check_kernel(kernel)
+    with _fast_lock:
+        known = _golden_cache.get(params)
+        if known is None:
+            known = _golden_cache[params] = {}
+            while len(_golden_cache) > FAST_CACHE_KERNELS:
+                _golden_cache.popitem(last=False)
+        _golden_cache.move_to_end(params)
+    values, inverse = np.unique(np.abs(flat), return_inverse=True)
+    out = np.empty((values.size, 1, 4))
+    factor = None
+    for k, n in enumerate(values.tolist()):
+        v = known.get(n)
+        if v is None:
+            if factor is None:
+                factor = _factor(kernel)
+            v = phase.dd_factor(factor(phase.PREC_BITS, n))
+            with _fast_lock:
+                if len(known) < FAST_CACHE_POSITIONS:
+                    known[n] = v
+        out[k, 0] = v
+    return out[inverse.reshape(-1)], phase.DD_FACTOR_REL
+
+
 def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", backend="cpu", mode="fast"):
     """K(m) R_m x, float64 [batch, seq, heads, head_dim] (the whole vector scaled by K(m)).
 
@@ -208,7 +240,8 @@ def apply(x, positions, *, kernel, rotary_dim=None, base=10000.0, layout="half",
     out = xa if (backend, mode) == ("cpu", "fast") else check_x(x)
     return phase.scaled_rotate(out, m, phase.ladder(r, b), _factor(kernel), r, layout, backend, mode,
                                scale_tail=True, per_pair=False,
-                               fast_factors=lambda flat: fast_kernel_values(flat, kernel))
+                               fast_factors=lambda flat: fast_kernel_values(flat, kernel),
+                               golden_factors=lambda flat: golden_kernel_values(flat, kernel))
 
 
 def score(q, k, q_positions, k_positions, *, kernel, rotary_dim=None, base=10000.0, layout="half", mode="fast"):

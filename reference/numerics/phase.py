@@ -87,8 +87,10 @@ __all__ = [
     "rotate_table",
     "rounded_factors",
     "rotate_streams",
+    "rotate_streams_mpmath",
     "scaled_cos_sin",
     "scaled_rotate",
+    "scaled_rotate_mpmath",
     "settle",
     "stream_cos_sin",
     "table_from_mp",
@@ -559,7 +561,7 @@ def stream_cos_sin(streams, table, backend="cpu"):
 
 
 def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail=False, per_pair=True,
-                  fast_factors=None, tables=None):
+                  fast_factors=None, tables=None, golden_factors=None):
     """f times the rotation of ``_rotate``, f = factor(prec, m, i) an mpf amplitude per position m
     and pair i (i None: the tail). The tail past r is copied as is, or (scale_tail) multiplied by
     factor(prec, m, None) (Gaussian-kernel RoPE scales the whole vector, an attention factor only
@@ -574,6 +576,12 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
     faster than one mpmath call per position. The cpu backend reads ``out`` once and returns a
     new array (stream_kernels.rotate: one pass; ``tables``: ``stream_cos_sin(m[None], table)``
     if the caller has it already); the others rotate ``out`` in place.
+
+    golden on the cpu backend: stream_kernels.rotate_golden (a double-double quick phase, each
+    output rounded once and certified by Ziv's test, the rest settled in mpmath), into a new array;
+    the amplitudes as ``dd_factors`` gives them, or golden_factors(flat int64 positions) ->
+    (float64 [n, F, 4], frel), F = r/2 or 1, rows (fh, fl, fe, fd) as ``dd_factor``'s within frel
+    relative, for a family that computes them faster. The other backends: ``scaled_rotate_mpmath``.
     """
     m = np.asarray(m)
     if mode == "fast":
@@ -602,6 +610,15 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
         if tail is not None:
             rotated[..., r:] *= tail[:, :, None, None]
         return rotated
+    if backend == "cpu" and out.size:
+        return _scaled_rotate_golden_cpu(out, m, table, factor, r, layout, scale_tail, per_pair, golden_factors)
+    return scaled_rotate_mpmath(out, m, table, factor, r, layout, backend, scale_tail=scale_tail)
+
+
+def scaled_rotate_mpmath(out, m, table, factor, r, layout, backend, *, scale_tail=False):
+    """Golden ``scaled_rotate`` evaluated value by value in mpmath (Ziv's loop): the path of the
+    numpy and cuda backends, and the oracle the cpu quick phase is tested against. ``out`` is
+    written in place and returned."""
     half = r // 2
     for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
         pos = int(m[bi, si])
@@ -622,6 +639,82 @@ def scaled_rotate(out, m, table, factor, r, layout, backend, mode, *, scale_tail
                                      else settle(lambda prec, v=v, pos=pos: (factor(prec, pos, None) * mpmath.mpf(v),
                                                                               abs(v) * mpmath.mpf(2) ** (8 - prec))))
     return out
+
+
+
+# Relative error of an amplitude handed to the golden kernel by ``dd_factors``: fh + fl is the
+# double-double nearest to F 2**-fe, within 2**-106 relative (plus the 576-bit evaluation's own).
+DD_FACTOR_REL = 2.0**-104
+
+
+def dd_factor(value):
+    """(fh, fl, fe, fd) for a real F (an mpf): F = 2**fe (fh + fl) with 1 <= |fh| <= 2 and
+    |fh + fl - F 2**-fe| <= 2**-106 |F 2**-fe| (fe an integer, as float64, any size: F need not be
+    representable as a double), and fd = to_double(F). F = 0: all zeros."""
+    if value == 0:
+        return 0.0, 0.0, 0.0, 0.0
+    _, exp = mpmath.frexp(value)
+    fe = int(exp) - 1
+    y = mpmath.ldexp(value, -fe)
+    fh = to_double(y)
+    with mpmath.workprec(PREC_BITS):
+        fl = to_double(y - mpmath.mpf(fh))
+    return fh, fl, float(fe), to_double(value)
+
+
+def dd_factors(factor, flat, pairs, *, per_pair=True) -> np.ndarray:
+    """The amplitudes of golden mode on the cpu: float64 [n, pairs, 4] (per_pair=False: [n, 1, 4])
+    of ``dd_factor(factor(PREC_BITS, m, i))`` (i None when not per_pair), factor evaluated once per
+    distinct (m, i) as in ``rounded_factors``; relative error DD_FACTOR_REL."""
+    values, inverse = np.unique(flat, return_inverse=True)
+    cols = range(pairs) if per_pair else (None,)
+    table = np.array([[dd_factor(factor(PREC_BITS, p, i)) for i in cols] for p in values.tolist()],
+                     dtype=np.float64).reshape(values.size, len(cols), 4)
+    return table[inverse.reshape(-1)]
+
+
+def _scaled_rotate_golden_cpu(x, m, table, factor, r, layout, scale_tail, per_pair, golden_factors):
+    """Golden ``scaled_rotate`` on the cpu: stream_kernels.rotate_golden (a double-double quick
+    phase, each output rounded once and certified), the uncertain outputs settled in mpmath."""
+    from . import stream_kernels  # numba start-up: imported on first use
+
+    flat = m.reshape(-1)
+    pairs = r // 2
+    if golden_factors is not None:
+        fac, frel = golden_factors(flat)
+    else:
+        fac, frel = dd_factors(factor, flat, pairs, per_pair=per_pair), DD_FACTOR_REL
+    fac = np.asarray(fac, dtype=np.float64).reshape(flat.size, -1, 4)
+    tail = None
+    if scale_tail and x.shape[3] > r:
+        tail = fac[:, 0] if not per_pair else dd_factors(
+            lambda prec, p, i: factor(prec, p, None), flat, 1, per_pair=False)[:, 0]
+    res, flags = stream_kernels.rotate_golden(x, m[None], np.zeros(pairs, dtype=np.int64), np.arange(pairs),
+                                              table.limbs, layout, factors=fac, frel=frel, tail=tail)
+    if flags.any():
+        first, second = pair_indices(r, layout)
+        which = _column_pairs(first, second, x.shape[3])
+        for bi, si, h, j in zip(*np.nonzero(flags)):
+            pos = int(m[bi, si])
+            i, side = which[j]
+            if i < 0:
+                v = float(x[bi, si, h, j])
+                res[bi, si, h, j] = settle(lambda prec, v=v, pos=pos: (factor(prec, pos, None) * mpmath.mpf(v),
+                                                                       abs(v) * mpmath.mpf(2) ** (8 - prec)))
+                continue
+            a, b = float(x[bi, si, h, first[i]]), float(x[bi, si, h, second[i]])
+            u, v = (a, -b) if side == 0 else (b, a)
+            res[bi, si, h, j] = settle(_scaled(factor, table, pos, int(i), u, v))
+    return res
+
+
+def _column_pairs(first, second, d):
+    """[(pair, side)] per column j < d: side 0 for first[i], 1 for second[i]; (-1, -1) past them."""
+    which = [(-1, -1)] * d
+    for i, (j0, j1) in enumerate(zip(first, second)):
+        which[int(j0)] = (i, 0)
+        which[int(j1)] = (i, 1)
+    return which
 
 
 def rounded_factors(factor, flat, pairs, *, per_pair=True) -> np.ndarray:
@@ -664,7 +757,10 @@ def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, b
     fast: each stream's cos/sin table from the backend, picked per pair, a c - b s and a s + b c
     in float64; the cpu backend reads ``out`` once and returns a new array
     (stream_kernels.rotate: one pass), the others rotate ``out`` in place and return it.
-    golden: every output the nearest double (Ziv's loop), in place."""
+    golden: every output the nearest double. On the cpu backend stream_kernels.rotate_golden
+    (RoPE's golden quick phase and double-double path per pair, each output rounded once and
+    certified by Ziv's test) writes a new array and the uncertain outputs are settled in mpmath;
+    the others: ``rotate_streams_mpmath``, in place."""
     pairs = len(stream_of_pair)
     first, second = pair_indices(2 * pairs, layout)
     rows = slice(first_token, None)
@@ -682,7 +778,33 @@ def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, b
         out[:, rows, :, first] = a * cos - b * sin
         out[:, rows, :, second] = a * sin + b * cos
         return out
-    one = lambda prec, m, i: mpmath.mpf(1)  # noqa: E731 - no amplitude
+    if backend == "cpu" and out.size:
+        from . import stream_kernels  # numba start-up: imported on first use
+
+        res, flags = stream_kernels.rotate_golden(out, streams, stream_of_pair, entry_of_pair, table.limbs, layout,
+                                                  first_token=first_token)
+        if flags.any():
+            which = _column_pairs(first, second, out.shape[3])
+            for bi, si, h, j in zip(*np.nonzero(flags)):
+                i, side = which[j]
+                m, e = int(streams[stream_of_pair[i]][bi, si]), int(entry_of_pair[i])
+                a, b = float(out[bi, si, h, first[i]]), float(out[bi, si, h, second[i]])
+                u, v = (a, -b) if side == 0 else (b, a)
+                res[bi, si, h, j] = settle(_scaled(_one, table, m, e, u, v))
+        return res
+    return rotate_streams_mpmath(out, streams, stream_of_pair, entry_of_pair, table, layout, first_token=first_token)
+
+
+def _one(prec, m, i):
+    """No amplitude."""
+    return mpmath.mpf(1)
+
+
+def rotate_streams_mpmath(out, streams, stream_of_pair, entry_of_pair, table, layout, *, first_token=0):
+    """Golden ``rotate_streams`` evaluated value by value in mpmath (Ziv's loop): the path of the
+    numpy and cuda backends, and the oracle the cpu quick phase is tested against; in place."""
+    pairs = len(stream_of_pair)
+    first, second = pair_indices(2 * pairs, layout)
     for bi, si, h in np.ndindex(out.shape[0], out.shape[1], out.shape[2]):
         if si < first_token:
             continue
@@ -690,6 +812,6 @@ def rotate_streams(out, streams, stream_of_pair, entry_of_pair, table, layout, b
         for i in range(pairs):
             m, e = int(streams[stream_of_pair[i]][bi, si]), int(entry_of_pair[i])
             a, b = float(a_row[i]), float(b_row[i])
-            out[bi, si, h, first[i]] = settle(_scaled(one, table, m, e, a, -b))
-            out[bi, si, h, second[i]] = settle(_scaled(one, table, m, e, b, a))
+            out[bi, si, h, first[i]] = settle(_scaled(_one, table, m, e, a, -b))
+            out[bi, si, h, second[i]] = settle(_scaled(_one, table, m, e, b, a))
     return out

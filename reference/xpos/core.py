@@ -90,6 +90,22 @@ def fast_scales(flat, rotary_dim, scale_base, gamma, centre, sign, factor):
     return out[inverse.reshape(-1)]
 
 
+def golden_scales(flat, rotary_dim, scale_base, gamma, centre, sign, factor):
+    """(float64 [len(flat), r/2, 4], frel): the scale zeta_i^(sign (m - c) / B) as
+    ``phase.dd_factor`` rows (2^fe (fh + fl), fd) within cpu_kernels.GOLDEN_REL_ERR = 2^-86, once
+    per distinct position (cpu_kernels.golden_scale_kernel); entries past its range are
+    ``phase.dd_factor(factor(PREC_BITS, m, i))``, from mpmath. The amplitudes of golden mode's
+    quick phase (phase.scaled_rotate's golden_factors)."""
+    from . import cpu_kernels  # numba start-up: imported on first use
+
+    values, inverse = np.unique(flat, return_inverse=True)
+    hi, lo = _log_zeta(int(rotary_dim), float(gamma))
+    out, flags = cpu_kernels.golden_scales(values, centre, scale_base, sign, hi, lo)
+    for t, i in zip(*np.nonzero(flags)):
+        out[t, i] = phase.dd_factor(factor(phase.PREC_BITS, int(values[t]), int(i)))
+    return out[inverse.reshape(-1)], cpu_kernels.GOLDEN_REL_ERR
+
+
 def apply(q, k, positions, *, rotary_dim=None, base=10000.0, layout="interleaved", scale_base=512.0, gamma=0.4,
           centre=0.0, backend="cpu", mode="fast"):
     """(q_out, k_out), float64 [batch, seq, heads, head_dim] each: pair i of q at position m turned
@@ -116,6 +132,8 @@ def apply(q, k, positions, *, rotary_dim=None, base=10000.0, layout="interleaved
         factor = _factor(r, scale_base, gamma, centre, sign)
         fast = None if backend != "cpu" else (
             lambda flat, factor=factor, sign=sign: fast_scales(flat, r, scale_base, gamma, centre, sign, factor))
+        gold = None if backend != "cpu" else (
+            lambda flat, factor=factor, sign=sign: golden_scales(flat, r, scale_base, gamma, centre, sign, factor))
         out.append(phase.scaled_rotate(x, m, table, factor, r, layout, backend, mode, fast_factors=fast,
-                                       tables=tables))
+                                       tables=tables, golden_factors=gold))
     return tuple(out)

@@ -82,3 +82,150 @@ def scales(positions, centre, scale_base, sign, log_hi, log_lo):
     flags = np.zeros(out.shape, dtype=np.uint8)
     scale_kernel(pos, float(centre), float(scale_base), float(sign), log_hi, log_lo, out, flags)
     return out, flags
+
+
+# ---- golden mode's amplitudes (issue 31) --------------------------------------------------------
+#
+# Golden mode's quick phase (reference/numerics/stream_kernels.py) takes the scale as
+# s = 2^fe (fh + fl), 1 <= fh < 2, within GOLDEN_REL_ERR relative. Steps 1-3 above give
+# t = th + tl = e ln zeta_i within 2^-98 |t|; then
+# 4'. t = k ln 2 + r, k = rint(th / ln 2): ln 2 = LN2_A + LN2_B + LN2_C (mpmath, LN2_A with 32
+#    significant bits, so k LN2_A is exact for |k| < 2^21, and th - k LN2_A is exact by Sterbenz's
+#    lemma), k LN2_B by TwoProduct, k LN2_C in double: r = rh + rl, |r| <= ln 2 / 2 + tiny, error
+#    below 2^-100 absolute;
+# 5'. r = j / 32 + u, j = rint(32 rh), |u| <= 1/64 + tiny (rh - j/32 exact, Sterbenz again);
+#    exp(u) = 1 + u + u^2/2 + u^3/6 + u^4/24 + p, the first terms by Horner in double-double
+#    (each step a dd_mul, relative error below 2^-104, and an addition of a double-double
+#    coefficient), p = sum_{n=5..13} u^n / n! in double (p <= 2^-37, so its rounding and the
+#    dropped u_lo terms stay below 2^-88; the truncation after n = 13 below 2^-110);
+#    exp(j/32) a double-double from mpmath (2^-106); their dd_mul (2^-104); then normalised so that
+#    fh is in [1, 2).
+# Relative error: t's 2^-98 |t| (|t| <= T_GOLDEN = 690: 2^-88.6) plus the rest (< 2^-87.5 in all);
+# GOLDEN_REL_ERR = 2^-86 is the bound handed to the kernel. Entries with |th| > T_GOLDEN (the scale
+# near or past the ends of the double range, where fd, the nearest double, matters for non-finite
+# inputs) or a non-finite intermediate are flagged: the caller evaluates them in mpmath.
+GOLDEN_REL_ERR = 2.0**-86
+T_GOLDEN = 690.0
+
+
+def _golden_constants():
+    import mpmath
+
+    with mpmath.workprec(300):
+        ln2 = mpmath.log(2)
+        with mpmath.workprec(32):
+            a = +ln2
+        b = float(ln2 - a)
+        c = float(ln2 - a - mpmath.mpf(b))
+        tab = []
+        for j in range(-12, 13):
+            v = mpmath.exp(mpmath.mpf(j) / 32)
+            hi = float(v)
+            tab.append((hi, float(v - mpmath.mpf(hi))))
+        inv = []
+        for n in range(1, 5):
+            v = 1 / mpmath.factorial(n)
+            hi = float(v)
+            inv.append((hi, float(v - mpmath.mpf(hi))))
+    exp_tab = np.array(tab)
+    return float(a), b, c, exp_tab, np.array(inv), np.array([1.0 / math.factorial(n) for n in range(14)])
+
+
+_LN2_A, _LN2_B, _LN2_C, _EXP_TAB, _INV_FACT_DD, _INV_FACT = _golden_constants()
+
+
+@numba.njit(inline="always", fastmath=False)
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@numba.njit(inline="always", fastmath=False)
+def _dd_mul(ah, al, bh, bl):
+    """(ah + al)(bh + bl) renormalised, relative error below 2^-104 (Dekker)."""
+    p, e = _two_product(ah, bh)
+    e = e + (ah * bl + al * bh)
+    s = p + e
+    return s, e - (s - p)
+
+
+@numba.njit(inline="always", fastmath=False)
+def _dd_add(ah, al, bh, bl):
+    s, e = _two_sum(ah, bh)
+    t, f = _two_sum(al, bl)
+    e = e + t
+    h = s + e
+    e = e - (h - s)
+    e = e + f
+    s = h + e
+    return s, e - (s - h)
+
+
+@numba.njit(cache=True, fastmath=False, parallel=True)
+def golden_scale_kernel(positions, centre, scale_base, sign, log_hi, log_lo, ln2, exp_tab, inv_dd, inv, out,
+                        flags):
+    """out[t, i] = (fh, fl, fe, fd) of zeta_i^(sign (positions[t] - centre) / scale_base) within
+    GOLDEN_REL_ERR (see above); flags[t, i] = 1 where the caller must evaluate it in mpmath.
+    Positions in parallel (Numba's pool; one thread below PARALLEL_MIN_WORK, see golden_scales)."""
+    for t in numba.prange(positions.shape[0]):
+        a = float(positions[t])
+        b = -centre
+        s1 = a + b
+        bb = s1 - a
+        s2 = (a - (s1 - bb)) + (b - bb)
+        e1 = s1 / scale_base
+        p1, p2 = _two_product(e1, scale_base)
+        e2 = (((s1 - p1) - p2) + s2) / scale_base
+        e1 = sign * e1
+        e2 = sign * e2
+        for i in range(log_hi.shape[0]):
+            h, l = _two_product(e1, log_hi[i])
+            l = l + (e1 * log_lo[i] + e2 * log_hi[i])
+            th = h + l
+            tl = l - (th - h)
+            if not (abs(th) <= T_GOLDEN) or not math.isfinite(tl):
+                flags[t, i] = 1
+                continue
+            k = np.rint(th / ln2[3])
+            p, pe = _two_product(k, ln2[1])
+            rh, re = _two_sum(th - k * ln2[0], -p)
+            rl = ((re - pe) + tl) - k * ln2[2]
+            rh, rl = _two_sum(rh, rl)
+            j = np.rint(rh * 32.0)
+            uh, ul = _two_sum(rh - j / 32.0, rl)
+            q = inv[13]  # Q(u) = sum_{n=5..13} u^(n-5) / n!, in double
+            for n in range(12, 4, -1):
+                q = q * uh + inv[n]
+            # Horner in double-double: exp(u) = 1 + u (1 + u (1/2 + u (1/6 + u (1/24 + u Q))))
+            ch, cl = _dd_add(inv_dd[3, 0], inv_dd[3, 1], uh * q, 0.0)
+            for n in range(2, -1, -1):
+                ch, cl = _dd_mul(ch, cl, uh, ul)
+                ch, cl = _dd_add(ch, cl, inv_dd[n, 0], inv_dd[n, 1])
+            ch, cl = _dd_mul(ch, cl, uh, ul)
+            ch, cl = _dd_add(ch, cl, 1.0, 0.0)
+            jj = np.int64(j) + 12
+            vh, vl = _dd_mul(ch, cl, exp_tab[jj, 0], exp_tab[jj, 1])
+            fe = k
+            if vh < 1.0:
+                vh *= 2.0
+                vl *= 2.0
+                fe -= 1.0
+            out[t, i, 0] = vh
+            out[t, i, 1] = vl
+            out[t, i, 2] = fe
+            out[t, i, 3] = math.ldexp(vh + vl, np.int64(fe))
+
+
+def golden_scales(positions, centre, scale_base, sign, log_hi, log_lo):
+    """(out float64 [n, P, 4], flags uint8 [n, P]) for int64 positions [n] (golden_scale_kernel)."""
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    out = np.zeros((pos.shape[0], log_hi.shape[0], 4))
+    flags = np.zeros(out.shape[:2], dtype=np.uint8)
+    ln2 = np.array([_LN2_A, _LN2_B, _LN2_C, _LN2_A + _LN2_B])
+    from reference.numerics.cpu_kernels import run_kernel
+
+    # about 64 operations per scale: on the pool from 2^16 scales (run_kernel's PARALLEL_MIN_WORK)
+    run_kernel(golden_scale_kernel, 64 * out.shape[0] * out.shape[1], pos, float(centre), float(scale_base),
+               float(sign), log_hi, log_lo, ln2, _EXP_TAB, _INV_FACT_DD, _INV_FACT, out, flags)
+    return out, flags
