@@ -38,6 +38,7 @@ the mpmath computation (fire.golden_entry).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numba
@@ -71,10 +72,19 @@ def in_domain(w, init_L, eps) -> bool:
 
 
 def _grid(a: float, b: float) -> int:
-    """a b exactly, as an integer count of 2**-2148."""
-    na, da = float(a).as_integer_ratio()
-    nb, db = float(b).as_integer_ratio()
-    return na * nb * ((1 << _GRID) // (da * db))
+    """a b exactly, as an integer count of 2**-2148 (a = ma 2**ea with an integer ma, frexp)."""
+    ma, ea = math.frexp(a)
+    mb, eb = math.frexp(b)
+    return (int(ma * 2.0**53) * int(mb * 2.0**53)) << (ea + eb - 106 + _GRID)
+
+
+def _dd_grid(n: int) -> tuple[float, float]:
+    """(hi, lo) of n 2**-2148: hi the nearest double (integer true division rounds correctly),
+    lo the nearest double to the rest."""
+    one = 1 << _GRID
+    hi = n / one
+    num, den = hi.as_integer_ratio()
+    return hi, (n - num * (one // den)) / one
 
 
 def _dd(q) -> tuple[float, float]:
@@ -95,14 +105,13 @@ def segments(w) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndar
     tt = np.array([_dd(t[k]) for k in order], dtype=np.float64).reshape(m, 2).T.copy()
     A = np.empty((2, heads, m + 1))
     B = np.empty((2, heads, m + 1))
-    one = 1 << _GRID
     for h in range(heads):
         a = sum(_grid(w2[h, k], w1[k]) for k in units if w1[k] < 0)  # below every breakpoint
         b = _grid(b2[h], 1.0) + sum(_grid(w2[h, k], b1[k]) for k in range(hidden)
                                     if (w1[k] < 0) or (w1[k] == 0 and b1[k] > 0))
         for s in range(m + 1):
-            A[:, h, s] = _dd(Fraction(a, one))
-            B[:, h, s] = _dd(Fraction(b, one))
+            A[:, h, s] = _dd_grid(a)
+            B[:, h, s] = _dd_grid(b)
             if s < m:  # crossing breakpoint s: its unit switches on (W1 > 0) or off (W1 < 0)
                 k = order[s]
                 sign = 1 if w1[k] > 0 else -1
@@ -134,37 +143,50 @@ def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg
     nh, nl = dd_add(nh, nl, eps, 0.0)
     ih, il = dd_div(1.0, 0.0, nh, nl)
     sk = kp.shape[0]
-    if use_table:
+    if use_table:  # the gather apart, so that the product's loop vectorises
         for j in range(sk):
             d = abs(qp[i] - kp[j])
-            xh[j], xl[j] = dd_mul(ptab[0, d], ptab[1, d], ih, il)
+            xh[j] = ptab[0, d]
+            xl[j] = ptab[1, d]
     else:
         for j in range(sk):
-            sh, sl = _psi(ac, float(abs(qp[i] - kp[j])))
-            xh[j], xl[j] = dd_mul(sh, sl, ih, il)
+            xh[j], xl[j] = _psi(ac, float(abs(qp[i] - kp[j])))
+    for j in range(sk):
+        xh[j], xl[j] = dd_mul(xh[j], xl[j], ih, il)
     for j in range(sk):
         seg[j] = 0
     for k in range(t.shape[1]):
         th = t[0, k]
         tl = t[1, k]
         for j in range(sk):
-            seg[j] += 1 if (xh[j] > th or (xh[j] == th and xl[j] > tl)) else 0
+            seg[j] += np.int64((xh[j] > th) | ((xh[j] == th) & (xl[j] > tl)))  # no branch: vectorises
+    # one segment per run of equal seg[j] (sorted keys give at most 2 (m + 1) runs per row: x is
+    # monotone in the distance on each side of the query): its A, B are loop-invariant there, and
+    # the loop over the run's keys vectorises (a gather of A, B per entry would not)
     bad = 0
-    for h in range(A.shape[1]):
-        p_h = P[h]
-        q_h = Q[h]
-        for j in range(sk):
-            s = seg[j]
+    j0 = 0
+    while j0 < sk:
+        s = seg[j0]
+        j1 = j0 + 1
+        while j1 < sk and seg[j1] == s:
+            j1 += 1
+        for h in range(A.shape[1]):
+            p_h = P[h]
+            q_h = Q[h]
             ah = A[0, h, s]
+            al = A[1, h, s]
             bh = B[0, h, s]
-            p, e = two_prod(ah, xh[j])
-            e += ah * xl[j] + A[1, h, s] * xh[j]
-            r, f = two_sum(p, bh)
-            f += e + B[1, h, s]
-            err = (p_h * abs(xh[j]) + q_h) * FIRE_REL_ERR + FIRE_ABS_ERR
-            v, ok = round_test(r, f, err)
-            out[h, i, j] = v if ok else np.nan
-            bad += 0 if ok else 1
+            bl = B[1, h, s]
+            for j in range(j0, j1):
+                p, e = two_prod(ah, xh[j])
+                e += ah * xl[j] + al * xh[j]
+                r, f = two_sum(p, bh)
+                f += e + bl
+                err = (p_h * abs(xh[j]) + q_h) * FIRE_REL_ERR + FIRE_ABS_ERR
+                v, ok = round_test(r, f, err)
+                out[h, i, j] = v if ok else np.nan
+                bad += 0 if ok else 1
+        j0 = j1
     return bad
 
 
