@@ -22,5 +22,5 @@ def cells(rng) -> dict:
     return {
         "copy": lambda: src.copy(),
         "fast": lambda: alibi.bias(4, p, p),
-        "golden": lambda: alibi.bias(4, small, small, mode="golden"),
+        "golden": lambda: alibi.bias(4, p, p, mode="golden"),
     }
