@@ -90,3 +90,18 @@ def test_uncertain_entries_take_the_mpmath_path():
     assert bad.tolist() == [4, 4, 4] and np.all(np.isnan(out))
     got = _golden(w, qp, kp, fire.INIT_L, fire.EPS)
     assert got.tobytes() == _golden_mp(w, qp, kp, fire.INIT_L, fire.EPS).tobytes() and np.all(got == 1.0)
+
+
+def test_large_cpu_fast_mode_takes_the_segments_within_its_bound():
+    # from SEGMENT_MIN_WORK on, cpu fast mode is the quick phase without the rounding test (and
+    # with a plain comparison against the breakpoints): within fast_bound, nearly always golden
+    w = _w(11, 4, 32)
+    qp = np.concatenate([np.arange(300), [600, 5000, 2**40]]).astype(np.int64)
+    kp = np.arange(256, dtype=np.int64)
+    assert 4 * qp.size * kp.size * 32 >= fire.SEGMENT_MIN_WORK
+    fast = fire.bias(qp, kp, w)
+    golden = fire.bias(qp, kp, w, mode="golden")
+    assert np.all(np.abs(fast - golden) <= fire.fast_bound(qp, kp, w))
+    assert np.mean(fast == golden) > 0.99
+    small = fire.bias(qp[:8], kp[:8], w)  # below the threshold: the unit-by-unit kernel
+    assert np.all(np.abs(small - golden[:, :8, :8]) <= fire.fast_bound(qp[:8], kp[:8], w))

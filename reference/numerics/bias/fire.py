@@ -18,6 +18,11 @@ INIT_L = 512.0
 EPS = 1e-6
 ROLES = ("c", "L_multiplier", "W1", "b1", "W2", "b2")
 MAX_POSITION = 2**40
+# cpu fast mode from this much work (output values x hidden units) on: the MLP's exact linear
+# segments (fire_golden.py, without the rounding test), about 100 flops per entry against the
+# 2 hidden (1 + heads) of the unit-by-unit kernel, once the segments' setup (~1.5 ms at 4 heads of
+# 32 units) is paid for (issue 31); below, fire_cpu_kernels.py.
+SEGMENT_MIN_WORK = 1 << 23
 
 
 def _scalar(name, v) -> float:
@@ -162,6 +167,11 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
     if backend == "cpu":
         from . import fire_cpu_kernels as kernels  # numba start-up: imported on first use
+        from . import fire_golden  # numba start-up: imported on first use
+
+        heads, hidden = w["W2"].shape
+        if heads * qp.size * kp.size * hidden >= SEGMENT_MIN_WORK and fire_golden.in_domain(w, init_L, eps):
+            return fire_golden.quick(w, qp, kp, init_L, eps, certify=False)[0]
     else:
         from . import fire_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(qp, kp, w["c"], L, eps, np.ascontiguousarray(w["W1"][:, 0]), w["b1"], w["W2"], w["b2"])

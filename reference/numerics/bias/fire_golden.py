@@ -131,8 +131,9 @@ def _psi(ac, d):
 
 
 @numba.njit(cache=True, fastmath=False, inline="always")
-def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg, out):
-    """Row i of the quick phase; returns the number of entries left uncertain (written as NaN)."""
+def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, certify, xh, xl, seg, out):
+    """Row i of the quick phase; returns the number of entries left uncertain (written as NaN
+    where ``certify``; without it, fast mode, every entry keeps its rounded double-double)."""
     q = float(qp[i])
     if q > Lh or (q == Lh and Ll < 0.0):  # max(i, L), L = Lh + Ll exact
         nh, nl = _psi(ac, q)
@@ -158,8 +159,12 @@ def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg
     for k in range(t.shape[1]):
         th = t[0, k]
         tl = t[1, k]
-        for j in range(sk):
-            seg[j] += np.int64((xh[j] > th) | ((xh[j] == th) & (xl[j] > tl)))  # no branch: vectorises
+        if certify:
+            for j in range(sk):
+                seg[j] += np.int64((xh[j] > th) | ((xh[j] == th) & (xl[j] > tl)))  # no branch: vectorises
+        else:  # fast mode: the heads only; a unit misplaced where xh == th is off by |b1_k| 2**-53
+            for j in range(sk):
+                seg[j] += np.int64(xh[j] > th)
     # one segment per run of equal seg[j] (sorted keys give at most 2 (m + 1) runs per row: x is
     # monotone in the distance on each side of the query): its A, B are loop-invariant there, and
     # the loop over the run's keys vectorises (a gather of A, B per entry would not)
@@ -184,6 +189,7 @@ def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg
                 f += e + bl
                 err = (p_h * abs(xh[j]) + q_h) * FIRE_REL_ERR + FIRE_ABS_ERR
                 v, ok = round_test(r, f, err)
+                ok = ok | (not certify)
                 out[h, i, j] = v if ok else np.nan
                 bad += 0 if ok else 1
         j0 = j1
@@ -191,7 +197,7 @@ def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg
 
 
 @numba.njit(cache=True, fastmath=False, parallel=True)
-def quick_kernel(qp, kp, ac, Lh, Ll, eps, dmax, t, A, B, P, Q, out, bad):
+def quick_kernel(qp, kp, ac, Lh, Ll, eps, dmax, t, A, B, P, Q, certify, out, bad):
     """out[h, i, j] = golden FIRE bias where certain, NaN elsewhere; bad[i] = NaN count of row i."""
     use_table = dmax >= 0
     ptab = np.empty((2, max(dmax + 1, 0)))
@@ -201,12 +207,14 @@ def quick_kernel(qp, kp, ac, Lh, Ll, eps, dmax, t, A, B, P, Q, out, bad):
         xh = np.empty(kp.shape[0])
         xl = np.empty(kp.shape[0])
         seg = np.empty(kp.shape[0], dtype=np.int64)
-        bad[i] = _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, xh, xl, seg, out)
+        bad[i] = _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, certify, xh, xl, seg, out)
 
 
-def quick(w, qp, kp, init_L, eps):
+def quick(w, qp, kp, init_L, eps, certify=True):
     """(out [H, sq, sk] with NaN where uncertain, bad [sq] the NaN count per row); w checked
-    weights in the domain (in_domain), qp, kp int64 positions."""
+    weights in the domain (in_domain), qp, kp int64 positions. certify=False (fast mode): no
+    rounding test, every value the double-double A x + B rounded once (within 2**-90 (P_h |x| +
+    Q_h) of half an ulp: far inside reference.fire.fast_bound)."""
     t, A, B, P, Q = segments(w)
     out = np.empty((w["W2"].shape[0], qp.size, kp.size))
     bad = np.zeros(qp.size, dtype=np.int64)
@@ -217,7 +225,7 @@ def quick(w, qp, kp, init_L, eps):
         dmax = -1  # no table: psi per entry
     Lh, Ll = two_prod_host(abs(w["L_multiplier"]), init_L)
     work = out.size * (t.shape[1] + 8)
-    _run(quick_kernel, work, qp, kp, abs(w["c"]), Lh, Ll, float(eps), dmax, t, A, B, P, Q, out, bad)
+    _run(quick_kernel, work, qp, kp, abs(w["c"]), Lh, Ll, float(eps), dmax, t, A, B, P, Q, bool(certify), out, bad)
     return out, bad
 
 
