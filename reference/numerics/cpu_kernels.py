@@ -672,6 +672,7 @@ def _build_columns(ddmath_digest):
         _digest = ddmath_digest  # noqa: F841  (see _build)
         count = limbs.shape[0]
         s0, ds, ns, c0, dc, nc = cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]
+        both = min(ns, nc)
         for t in prange(positions.shape[0]):
             scratch = np.empty(_MAX_LIMBS, dtype=np.uint64)
             cs = np.empty(count)
@@ -681,9 +682,14 @@ def _build_columns(ddmath_digest):
             else:
                 _row_fast(positions[t], limbs, chunks, exact_rows, scratch, cs, sn)
             row = out[t]
-            for i in range(ns):
+            # sin and cos of a frequency stored together: one sweep over the row (interleaved:
+            # adjacent columns), then the unpaired tail (an odd interleaved width's last sine)
+            for i in range(both):
                 row[s0 + i * ds] = sn[i]
-            for i in range(nc):
+                row[c0 + i * dc] = cs[i]
+            for i in range(both, ns):
+                row[s0 + i * ds] = sn[i]
+            for i in range(both, nc):
                 row[c0 + i * dc] = cs[i]
 
     return cos_sin_columns_kernel
