@@ -5,6 +5,7 @@ c = 0, an overflowing |c| n, distances up to 2**40 (no table), thresholds betwee
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -70,7 +71,7 @@ def test_segments_reproduce_the_mlp_exactly():
     assert np.all(np.diff(t[0]) >= 0) and t.shape[1] == 6  # unit 1 has W1 = 0
     w1, b1 = [Fraction(float(v)) for v in w["W1"][:, 0]], [Fraction(float(v)) for v in w["b1"]]
     bps = sorted(Fraction(float(h)) + Fraction(float(lo)) for h, lo in t.T)
-    probes = [bps[0] - 1] + [(a + b) / 2 for a, b in zip(bps, bps[1:]) if a != b] + [bps[-1] + 1]
+    probes = [bps[0] - 1] + [(a + b) / 2 for a, b in itertools.pairwise(bps) if a != b] + [bps[-1] + 1]
     for x in probes:
         s = sum(1 for p in bps if p < x)
         act = [max(a * x + b, 0) for a, b in zip(w1, b1)]

@@ -131,7 +131,7 @@ def log1p_dd(wh, wl):
     else:
         zh, zl = two_sum(1.0, wh)
         zh, zl = fast_two_sum(zh, zl + wl)
-        mant, k = math.frexp(zh)  # zh = mant 2**k, mant in [1/2, 1)
+        _mant, k = math.frexp(zh)  # zh = mant 2**k, mant in [1/2, 1)
         k -= 1
         mh = math.ldexp(zh, -k)
         ml = math.ldexp(zl, -k)
@@ -149,7 +149,7 @@ def log1p_dd(wh, wl):
 @_inline
 def exp_dd(yh, yl):
     """exp(y) as a double-double, y = yh + yl in [0, EXP_MAX] (module docstring)."""
-    k = int(math.floor(yh * (64.0 / 0.6931471805599453) + 0.5))
+    k = int(math.floor(yh * (64.0 / 0.6931471805599453) + 0.5))  # noqa: RUF046 (explicit for Numba's typing)
     p, e = two_prod(float(k), _L1)
     rh, rl = two_sum(yh - p, yl - e - float(k) * _L2)
     ph = _EXP_C[0, 10]
