@@ -12,26 +12,35 @@ certain. d == 0 gives +0.0, as mpmath's rounding of an exact zero (certify.neare
 import numba
 import numpy as np
 
-from reference.numerics.bias.dd_elementary import round_test, two_prod
+from reference.numerics.bias.dd_elementary import SOURCE_DIGEST, round_test, two_prod
 
 ALIBI_REL_ERR = 2.0**-100
 
 
-@numba.njit(cache=True, fastmath=False)
-def quick_kernel(m_hi, m_lo, dists, out, flags):
-    """out[h, t] = -m_h dists[t] rounded once; flags[h, t] = 1 where the rounding is not certain."""
-    for h in range(m_hi.shape[0]):
-        hi = m_hi[h]
-        lo = m_lo[h]
-        exact = lo == 0.0
-        for t in range(dists.shape[0]):
-            d = float(dists[t])
-            p, e = two_prod(hi, d)
-            e += lo * d
-            err = 0.0 if exact else abs(p) * ALIBI_REL_ERR
-            r, ok = round_test(-p, -e, err)
-            out[h, t] = r + 0.0  # -0.0 -> +0.0
-            flags[h, t] = 0 if ok else 1
+def _build(digest):
+    """The kernel as a closure over dd_elementary.SOURCE_DIGEST (see there)."""
+
+    @numba.njit(cache=True, fastmath=False)
+    def quick_kernel(m_hi, m_lo, dists, out, flags):
+        """out[h, t] = -m_h dists[t] rounded once; flags[h, t] = 1 where the rounding is not certain."""
+        _digest = digest  # noqa: F841  (see _build)
+        for h in range(m_hi.shape[0]):
+            hi = m_hi[h]
+            lo = m_lo[h]
+            exact = lo == 0.0
+            for t in range(dists.shape[0]):
+                d = float(dists[t])
+                p, e = two_prod(hi, d)
+                e += lo * d
+                err = 0.0 if exact else abs(p) * ALIBI_REL_ERR
+                r, ok = round_test(-p, -e, err)
+                out[h, t] = r + 0.0  # -0.0 -> +0.0
+                flags[h, t] = 0 if ok else 1
+
+    return quick_kernel
+
+
+quick_kernel = _build(SOURCE_DIGEST)
 
 
 def quick(m_hi, m_lo, dists):

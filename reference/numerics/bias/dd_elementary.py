@@ -32,7 +32,9 @@ and fl(h + l) is its correct rounding by IEEE 754).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import pathlib
 
 import mpmath
 import numba
@@ -41,6 +43,12 @@ import numpy as np
 from reference.numerics import ddmath
 from reference.numerics.cpu_kernels import _round_certain
 
+# Numba's on-disk cache keys a kernel on its own file only: the kernels calling these inlined
+# functions close over this digest (as cpu_kernels._build does), so that an edit here, in ddmath.py
+# or in cpu_kernels.py never loads stale machine code.
+SOURCE_DIGEST = hashlib.sha256(b"".join(
+    pathlib.Path(f).read_bytes() for f in (__file__, ddmath.__file__, ddmath.__file__.replace("ddmath.py", "cpu_kernels.py"))
+)).hexdigest()
 LOG1P_REL_ERR = 2.0**-96
 EXP_REL_ERR = 2.0**-92
 LOG1P_MAX = 2.0**1000  # log1p_dd's domain: 0 <= w < LOG1P_MAX

@@ -45,6 +45,7 @@ import numba
 import numpy as np
 
 from reference.numerics.bias.dd_elementary import (
+    SOURCE_DIGEST,
     dd_add,
     dd_div,
     dd_mul,
@@ -196,18 +197,27 @@ def _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, certify, xh
     return bad
 
 
-@numba.njit(cache=True, fastmath=False, parallel=True)
-def quick_kernel(qp, kp, ac, Lh, Ll, eps, dmax, t, A, B, P, Q, certify, out, bad):
-    """out[h, i, j] = golden FIRE bias where certain, NaN elsewhere; bad[i] = NaN count of row i."""
-    use_table = dmax >= 0
-    ptab = np.empty((2, max(dmax + 1, 0)))
-    for d in numba.prange(ptab.shape[1]):
-        ptab[0, d], ptab[1, d] = _psi(ac, float(d))
-    for i in numba.prange(qp.shape[0]):
-        xh = np.empty(kp.shape[0])
-        xl = np.empty(kp.shape[0])
-        seg = np.empty(kp.shape[0], dtype=np.int64)
-        bad[i] = _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, certify, xh, xl, seg, out)
+def _build(digest):
+    """The kernel as a closure over dd_elementary.SOURCE_DIGEST (see there)."""
+
+    @numba.njit(cache=True, fastmath=False, parallel=True)
+    def quick_kernel(qp, kp, ac, Lh, Ll, eps, dmax, t, A, B, P, Q, certify, out, bad):
+        """out[h, i, j] = golden FIRE bias where certain, NaN elsewhere; bad[i] = NaN count of row i."""
+        _digest = digest  # noqa: F841  (see _build)
+        use_table = dmax >= 0
+        ptab = np.empty((2, max(dmax + 1, 0)))
+        for d in numba.prange(ptab.shape[1]):
+            ptab[0, d], ptab[1, d] = _psi(ac, float(d))
+        for i in numba.prange(qp.shape[0]):
+            xh = np.empty(kp.shape[0])
+            xl = np.empty(kp.shape[0])
+            seg = np.empty(kp.shape[0], dtype=np.int64)
+            bad[i] = _row(i, qp, kp, ac, Lh, Ll, eps, ptab, use_table, t, A, B, P, Q, certify, xh, xl, seg, out)
+
+    return quick_kernel
+
+
+quick_kernel = _build(SOURCE_DIGEST)
 
 
 def quick(w, qp, kp, init_L, eps, certify=True):

@@ -22,7 +22,13 @@ mpmath (kerple.golden_value).
 import numba
 import numpy as np
 
-from reference.numerics.bias.dd_elementary import exp_dd, log1p_dd, round_test, two_prod
+from reference.numerics.bias.dd_elementary import (
+    SOURCE_DIGEST,
+    exp_dd,
+    log1p_dd,
+    round_test,
+    two_prod,
+)
 
 KERPLE_LOG_REL_ERR = 2.0**-92
 KERPLE_POWER_REL_ERR = 2.0**-86
@@ -37,41 +43,50 @@ def _times_r1(r1, vh, vl):
     return p, e + r1 * vl
 
 
-@numba.njit(cache=True, fastmath=False)
-def quick_kernel(r1, r2, dists, log_variant, out, flags):
-    """out[h, t] = the golden bias of head h at distance dists[t] where certain (flags 0)."""
-    for h in range(r1.shape[0]):
-        a = r1[h]
-        b = r2[h]
-        for t in range(dists.shape[0]):
-            d = float(dists[t])
-            if d == 0.0:
-                out[h, t] = 0.0 if log_variant else -0.0
-                flags[h, t] = 0
-                continue
-            wh, wl = two_prod(b, d)
-            if not (a < _R1_MAX and (wh < _W_MAX or not log_variant)):
-                flags[h, t] = 1
-                continue
-            if log_variant:
-                lh, ll = log1p_dd(wh, wl)
-                ph, pl = _times_r1(a, lh, ll)
-                err = abs(ph) * KERPLE_LOG_REL_ERR
-            elif b == 1.0:
-                ph, pl = two_prod(a, d)
-                err = 0.0
-            elif b == 2.0 and d <= 67108864.0:
-                ph, pl = two_prod(a, d * d)
-                err = 0.0
-            else:
-                lh, ll = log1p_dd(d - 1.0, 0.0)
-                yh, yl = _times_r1(b, lh, ll)
-                eh, el = exp_dd(yh, yl)
-                ph, pl = _times_r1(a, eh, el)
-                err = abs(ph) * KERPLE_POWER_REL_ERR
-            r, certain = round_test(-ph, -pl, err)
-            out[h, t] = r
-            flags[h, t] = 0 if certain else 1
+def _build(digest):
+    """The kernel as a closure over dd_elementary.SOURCE_DIGEST (see there)."""
+
+    @numba.njit(cache=True, fastmath=False)
+    def quick_kernel(r1, r2, dists, log_variant, out, flags):
+        """out[h, t] = the golden bias of head h at distance dists[t] where certain (flags 0)."""
+        _digest = digest  # noqa: F841  (see _build)
+        for h in range(r1.shape[0]):
+            a = r1[h]
+            b = r2[h]
+            for t in range(dists.shape[0]):
+                d = float(dists[t])
+                if d == 0.0:
+                    out[h, t] = 0.0 if log_variant else -0.0
+                    flags[h, t] = 0
+                    continue
+                wh, wl = two_prod(b, d)
+                if not (a < _R1_MAX and (wh < _W_MAX or not log_variant)):
+                    flags[h, t] = 1
+                    continue
+                if log_variant:
+                    lh, ll = log1p_dd(wh, wl)
+                    ph, pl = _times_r1(a, lh, ll)
+                    err = abs(ph) * KERPLE_LOG_REL_ERR
+                elif b == 1.0:
+                    ph, pl = two_prod(a, d)
+                    err = 0.0
+                elif b == 2.0 and d <= 67108864.0:
+                    ph, pl = two_prod(a, d * d)
+                    err = 0.0
+                else:
+                    lh, ll = log1p_dd(d - 1.0, 0.0)
+                    yh, yl = _times_r1(b, lh, ll)
+                    eh, el = exp_dd(yh, yl)
+                    ph, pl = _times_r1(a, eh, el)
+                    err = abs(ph) * KERPLE_POWER_REL_ERR
+                r, certain = round_test(-ph, -pl, err)
+                out[h, t] = r
+                flags[h, t] = 0 if certain else 1
+
+    return quick_kernel
+
+
+quick_kernel = _build(SOURCE_DIGEST)
 
 
 def quick(r1, r2, dists, log_variant):
