@@ -166,16 +166,12 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
         act = np.maximum(w["W1"][:, 0] * x + w["b1"], 0.0)
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
     if backend == "cpu":
-        from . import (
-            fire_cpu_kernels as kernels,  # numba start-up: imported on first use
-        )
+        from . import fire_cpu_kernels as kernels  # numba start-up: imported on first use
         from . import fire_golden  # numba start-up: imported on first use
 
         heads, hidden = w["W2"].shape
         if heads * qp.size * kp.size * hidden >= SEGMENT_MIN_WORK and fire_golden.in_domain(w, init_L, eps):
             return fire_golden.quick(w, qp, kp, init_L, eps, certify=False)[0]
     else:
-        from . import (
-            fire_cuda_kernels as kernels,  # numba start-up: imported on first use
-        )
+        from . import fire_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(qp, kp, w["c"], L, eps, np.ascontiguousarray(w["W1"][:, 0]), w["b1"], w["W2"], w["b2"])
