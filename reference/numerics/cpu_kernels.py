@@ -652,3 +652,63 @@ def apply_golden(x, positions, limbs, layout):
     work = 4 * x.size + 64 * pos.size * limbs.shape[0]
     run_kernel(apply_golden_kernel, work, x, out, pos, limbs, chunks, np.int64(layout), flags)
     return out, flags
+
+
+# ---- cos/sin written straight into a table's columns (sinusoidal tables, issue 31) ----------
+# The sinusoidal family's table interleaves or concatenates sin and cos columns. Computing cos and
+# sin into arrays of their own and then arranging them costs a second pass over the output; these
+# kernels compute each position's row into a small per-row buffer (the same _row_fast /
+# _row_golden as the kernels above, so the values are bit for bit theirs) and store it into the
+# output's columns: out[t, s0 + i * ds] = sin, i < ns; out[t, c0 + i * dc] = cos, i < nc.
+
+
+def _build_columns(ddmath_digest):
+    """The column kernels, closures over ddmath.py's digest (see _build)."""
+
+    @numba.njit(cache=True, fastmath=False, parallel=True)
+    def cos_sin_columns_kernel(positions, limbs, chunks, exact_rows, out, cols, golden, flags):
+        """out float64[:, ::1] [n, d]; cols int64 [6] = (s0, ds, ns, c0, dc, nc); golden mode
+        where ``golden`` (flags uint8 [n, count] as cos_sin_golden_kernel's), fast otherwise."""
+        _digest = ddmath_digest  # noqa: F841  (see _build)
+        count = limbs.shape[0]
+        s0, ds, ns, c0, dc, nc = cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]
+        both = min(ns, nc)
+        for t in prange(positions.shape[0]):
+            scratch = np.empty(_MAX_LIMBS, dtype=np.uint64)
+            cs = np.empty(count)
+            sn = np.empty(count)
+            if golden:
+                _row_golden(positions[t], limbs, chunks, exact_rows, scratch, cs, sn, flags[t])
+            else:
+                _row_fast(positions[t], limbs, chunks, exact_rows, scratch, cs, sn)
+            row = out[t]
+            # sin and cos of a frequency stored together: one sweep over the row (interleaved:
+            # adjacent columns), then the unpaired tail (an odd interleaved width's last sine)
+            for i in range(both):
+                row[s0 + i * ds] = sn[i]
+                row[c0 + i * dc] = cs[i]
+            for i in range(both, ns):
+                row[s0 + i * ds] = sn[i]
+            for i in range(both, nc):
+                row[c0 + i * dc] = cs[i]
+
+    return cos_sin_columns_kernel
+
+
+cos_sin_columns_kernel = _build_columns(_DIGEST)
+
+
+def cos_sin_columns(positions, limbs, out, cols, golden):
+    """Host wrapper: cos/sin of positions int64 [n] stored into out [n, d]'s columns (cols as the
+    kernel's); returns the flags uint8 [n, count] (zeros in fast mode)."""
+    pos = _pos(positions)
+    limbs = _limbs(limbs)
+    count = limbs.shape[0]
+    flags = np.zeros((pos.shape[0], count) if golden else (0, 0), dtype=np.uint8)
+    if pos.shape[0] == 0:
+        return flags
+    chunks, exact_rows = _small_chunks(limbs)
+    work = (64 if golden else 16) * pos.shape[0] * count
+    run_kernel(cos_sin_columns_kernel, work, pos, limbs, chunks, exact_rows, out,
+               np.asarray(cols, dtype=np.int64), bool(golden), flags)
+    return flags

@@ -40,8 +40,37 @@ __all__ = ["DIMS", "EXPONENTS", "LAYOUTS", "table", "table_1d"]
 def table_1d(positions, d_model, layout, exponent, base, backend, mode) -> np.ndarray:
     """PE rows float64 [*positions.shape, d_model] for validated arguments."""
     tab = frequencies.table(d_model, layout, exponent, base)
+    if backend == "cpu":
+        return _table_cpu(positions, tab, d_model, layout, mode)
     cos, sin = phase.cos_sin_table(positions, tab, backend=backend, mode=mode)
     return layouts.arrange(cos, sin, d_model, layout)
+
+
+def _table_cpu(positions, tab, d, layout, mode) -> np.ndarray:
+    """The cpu backend's table in one pass: RoPE's cos/sin row kernels store each value straight
+    into its column (cpu_kernels.cos_sin_columns; bit for bit phase.cos_sin_table's values placed by
+    layouts.arrange, without a second pass over the table). Golden values the kernel cannot
+    certify are settled exactly as phase.cos_sin_table settles them."""
+    from . import cpu_kernels  # numba start-up: imported on first use
+
+    m = phase.check_positions(positions)  # phase.cos_sin_table's shape rules (a scalar gives [1])
+    flat = m.reshape(-1)
+    out = np.empty((flat.size, d))
+    cols, zero_from = layouts.column_plan(d, layout)
+    flags = cpu_kernels.cos_sin_columns(flat, tab.limbs, out, cols, mode == "golden")
+    out[:, zero_from:] = 0.0
+    if flags.any():
+        rows = np.nonzero(flags.any(axis=1))[0]
+        c = np.zeros((rows.size, tab.count))
+        s = np.zeros((rows.size, tab.count))
+        phase._fix_cos_sin(c, s, flags[rows], flat[rows], tab)
+        s0, ds, ns, c0, dc, nc = cols
+        for r, i in zip(*np.nonzero(flags[rows])):
+            if i < ns:
+                out[rows[r], s0 + i * ds] = s[r, i]
+            if i < nc:
+                out[rows[r], c0 + i * dc] = c[r, i]
+    return out.reshape(m.shape + (d,))
 
 
 def table(positions, d_model, *, layout="interleaved", exponent="2i/d", base=10000.0, dims=1,

@@ -63,3 +63,13 @@ def arrange(cos, sin, d: int, layout: str) -> np.ndarray:
         out[..., h:2 * h] = cos[..., :h]
         out[..., 2 * h:] = 0.0
     return out
+
+
+def column_plan(d: int, layout: str):
+    """((s0, ds, ns, c0, dc, nc), zero_from): sin i goes to column s0 + i ds (i < ns), cos i to
+    c0 + i dc (i < nc), columns from zero_from on are the zero pad: ``arrange``'s placement, for
+    kernels that store cos/sin into the table directly (cpu_kernels.cos_sin_columns)."""
+    if layout == "interleaved":
+        return (0, 2, (d + 1) // 2, 1, 2, d // 2), d
+    h = d // 2
+    return (0, 1, h, h, 1, h), 2 * h

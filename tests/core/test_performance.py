@@ -249,3 +249,42 @@ def test_rotation_golden_modes_stay_within_a_bounded_factor_of_fast(rng, one_thr
             ("xpos", lambda: xpos.apply(q, k, pos[:, :512]), lambda: xpos.apply(q, k, pos[:, :512], mode="golden"))):
         f, gd = _best_interleaved([fast, golden], repeat=5)
         _assert_within(f"{name} golden vs fast", gd, f, 25, 5e-3)
+
+
+def test_bias_golden_modes_stay_near_fast(rng, one_thread):
+    from reference.fire.bench import weights as _fire_weights
+    from reference import alibi, fire, kerple
+
+    # issue 31: golden mode is a double-double quick phase with Ziv's rounding test, mpmath only for
+    # the values it cannot certify: one value per (head, distance) gathered like fast mode (ALiBi,
+    # KERPLE), per entry through the MLP's exact linear segments (FIRE). Measured golden / fast on
+    # one thread, loaded 2-core VM: ALiBi 1.2x, KERPLE 2.2x (log and power), FIRE 1.5x (it was
+    # 56-80x on a 16-token workload, every value in mpmath); a lost quick phase fails 6x by far
+    p = np.arange(1024, dtype=np.int64)
+    r1, r2 = [0.5, 1.0, 2.0, 4.0], [0.25, 0.5, 1.0, 1.5]
+    fa, ga, fl, gl, fp, gp = _best_interleaved([
+        lambda: alibi.bias(4, p, p), lambda: alibi.bias(4, p, p, mode="golden"),
+        lambda: kerple.bias(p, p, "log", r1, r2), lambda: kerple.bias(p, p, "log", r1, r2, mode="golden"),
+        lambda: kerple.bias(p, p, "power", r1, r2), lambda: kerple.bias(p, p, "power", r1, r2, mode="golden")],
+        repeat=5)
+    _assert_within("alibi golden vs fast [4, 1024, 1024]", ga, fa, 6, 5e-3)
+    _assert_within("kerple log golden vs fast [4, 1024, 1024]", gl, fl, 6, 5e-3)
+    _assert_within("kerple power golden vs fast [4, 1024, 1024]", gp, fp, 6, 5e-3)
+    p5 = np.arange(512, dtype=np.int64)
+    w = _fire_weights(rng, 4)
+    ff, gf = _best_interleaved([lambda: fire.bias(p5, p5, w), lambda: fire.bias(p5, p5, w, mode="golden")], repeat=5)
+    _assert_within("fire golden vs fast [4, 512, 512], hidden 32", gf, ff, 6, 5e-3)
+
+
+def test_sinusoidal_table_is_one_pass(one_thread):
+    from reference import sinusoidal
+
+    # issue 31: cos/sin stored straight into the table's columns (no arrange pass): measured on one
+    # thread at 2048 x 2048 (32 MB, out of cache) 2.3x a copy, the two-pass table 4x; golden 1.5-3x
+    n = 2048
+    sp = np.arange(n, dtype=np.int64)
+    s1 = np.ones((n, n))
+    copy, fast, golden = _best_interleaved([lambda: s1.copy(), lambda: sinusoidal.table(sp, n),
+                                            lambda: sinusoidal.table(sp, n, mode="golden")], repeat=5)
+    _assert_within("sinusoidal.table 2048 x 2048", fast, copy, 6, 5e-3)
+    _assert_within("sinusoidal.table golden vs fast 2048 x 2048", golden, fast, 6, 5e-3)

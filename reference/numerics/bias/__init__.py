@@ -9,7 +9,10 @@ and differentiates FIRE's), so that no family imports another family's modules.
 - fire.py, fire_backward.py (+ fire_cpu_kernels.py, fire_cuda_kernels.py, fire_oracle.py): FIRE's
   weight checks, constants, bias, and its features, VJP, JVP and VJP bound (reference.fire);
 - t5.py (+ t5_cpu_kernels.py, t5_oracle.py): T5's bucket rule and its configuration check
-  (reference.t5).
+  (reference.t5);
+- golden quick phases (issue 31): alibi_golden.py, kerple_golden.py, fire_golden.py, on the
+  double-double log1p/exp and rounding test of dd_elementary.py; golden_table.py gathers
+  per-distance golden values (ALiBi, KERPLE).
 
 Each family package re-exports its public names from here; the mpmath oracles (``*_oracle.py``)
 stay independent readings of the formula (no code shared with the module they certify). Importing

@@ -55,6 +55,29 @@ def _positions(p, name):
     return a.astype(np.int64)
 
 
+def golden_value(slope, d) -> float:
+    """-slope d rounded once (slope an mpf at 200 bits, d an int): golden mode's definition, and
+    its path for the values the quick phase cannot certify (alibi_golden.py)."""
+    with mpmath.workprec(200):
+        return nearest_double(-slope * int(d))
+
+
+def _golden(n, qp, kp, causal) -> np.ndarray:
+    """Golden bias: one value per (head, distinct distance), quick phase then mpmath where its
+    rounding is not certain (alibi_golden.py), broadcast (golden_table.py)."""
+    from . import alibi_golden, golden_table  # numba start-up: imported on first use
+
+    with mpmath.workprec(200):
+        exact = slopes_mp(n)
+        hi = np.array([nearest_double(s) for s in exact])
+        lo = np.array([nearest_double(s - h) for s, h in zip(exact, hi)])
+    dists, plan = golden_table.distances(qp, kp, signed=causal)
+    table, flags = alibi_golden.quick(hi, lo, dists)
+    for h, t in zip(*np.nonzero(flags)):
+        table[h, t] = golden_value(exact[h], dists[t])
+    return golden_table.broadcast(table, qp, kp, causal, plan)
+
+
 def bias(num_heads, q_positions, k_positions, *, causal=True, backend="cpu", mode="fast") -> np.ndarray:
     """[h, sq, sk]: -m_h (i - j) (causal; entries j > i hold the same formula, masked by the
     caller) or -m_h |i - j| (symmetric), i the query's position, j the key's."""
@@ -62,11 +85,7 @@ def bias(num_heads, q_positions, k_positions, *, causal=True, backend="cpu", mod
     qp, kp = _positions(q_positions, "q_positions"), _positions(k_positions, "k_positions")
     backend, mode = check_backend(backend), check_mode(mode)
     if mode == "golden":
-        with mpmath.workprec(200):
-            exact = slopes_mp(n)
-            d = qp[:, None] - kp[None, :]
-            d = d if causal else np.abs(d)
-            return np.array([[[nearest_double(-s * int(v)) for v in row] for row in d] for s in exact])
+        return _golden(n, qp, kp, bool(causal))
     m = slopes(n)
     if backend == "numpy":
         d = (qp[:, None] - kp[None, :]).astype(np.float64)

@@ -18,6 +18,11 @@ INIT_L = 512.0
 EPS = 1e-6
 ROLES = ("c", "L_multiplier", "W1", "b1", "W2", "b2")
 MAX_POSITION = 2**40
+# cpu fast mode from this much work (output values x hidden units) on: the MLP's exact linear
+# segments (fire_golden.py, without the rounding test), about 100 flops per entry against the
+# 2 hidden (1 + heads) of the unit-by-unit kernel, once the segments' setup (~1.5 ms at 4 heads of
+# 32 units) is paid for (issue 31); below, fire_cpu_kernels.py.
+SEGMENT_MIN_WORK = 1 << 23
 
 
 def _scalar(name, v) -> float:
@@ -94,22 +99,55 @@ def fast_bound(qp, kp, weights, *, init_L=INIT_L, eps=EPS) -> np.ndarray:
     return (w["b1"].size + 12) * 2.0**-53 * np.moveaxis(s, -1, 0)
 
 
-def _golden(w, qp, kp, init_L, eps) -> np.ndarray:
-    heads, hidden = w["W2"].shape
-    out = np.empty((heads, qp.size, kp.size))
+def _mp_weights(w, init_L, eps) -> dict:
+    """The weights as mpf (exact), L = |L_multiplier init_L| exact; call at workprec(200)."""
+    mp = lambda v: mpmath.mpf(float(v))  # noqa: E731
+    return {"c": mp(w["c"]), "L": abs(mp(w["L_multiplier"]) * mp(init_L)), "eps": mp(eps),
+            "w1": [mp(v) for v in w["W1"][:, 0]], "b1": [mp(v) for v in w["b1"]],
+            "w2": [[mp(v) for v in row] for row in w["W2"]], "b2": [mp(v) for v in w["b2"]]}
+
+
+def _mp_norm(m, p):
+    return mpmath.log1p(abs(m["c"] * max(mpmath.mpf(p), m["L"]))) + m["eps"]
+
+
+def _mp_entry(m, norm, p, r) -> list:
+    """The H golden values at query position p, key position r (at workprec(200))."""
+    x = mpmath.log1p(abs(m["c"] * (p - r))) / norm
+    act = [max(w1 * x + b1, 0) for w1, b1 in zip(m["w1"], m["b1"])]  # the exact pre-activation's sign
+    return [nearest_double(mpmath.fsum(w2[k] * act[k] for k in range(len(act))) + b2)
+            for w2, b2 in zip(m["w2"], m["b2"])]
+
+
+def _golden_mp(w, qp, kp, init_L, eps) -> np.ndarray:
+    """Golden mode in mpmath, every entry (the definition; used outside the quick phase's domain)."""
+    out = np.empty((w["W2"].shape[0], qp.size, kp.size))
     with mpmath.workprec(200):
-        mp = lambda v: mpmath.mpf(float(v))  # noqa: E731
-        c, L, e = mp(w["c"]), abs(mp(w["L_multiplier"]) * mp(init_L)), mp(eps)
-        w1, b1 = [mp(v) for v in w["W1"][:, 0]], [mp(v) for v in w["b1"]]
-        w2 = [[mp(v) for v in row] for row in w["W2"]]
-        b2 = [mp(v) for v in w["b2"]]
+        m = _mp_weights(w, init_L, eps)
         for i, p in enumerate(qp.tolist()):
-            norm = mpmath.log1p(abs(c * max(mpmath.mpf(p), L))) + e
+            norm = _mp_norm(m, p)
             for j, r in enumerate(kp.tolist()):
-                x = mpmath.log1p(abs(c * (p - r))) / norm
-                act = [max(w1[k] * x + b1[k], 0) for k in range(hidden)]  # the exact pre-activation's sign
-                for h in range(heads):
-                    out[h, i, j] = nearest_double(mpmath.fsum(w2[h][k] * act[k] for k in range(hidden)) + b2[h])
+                out[:, i, j] = _mp_entry(m, norm, p, r)
+    return out
+
+
+def _golden(w, qp, kp, init_L, eps) -> np.ndarray:
+    """Golden bias: the quick phase (fire_golden.py) where its domain holds, mpmath for the
+    entries whose rounding it cannot certify (NaN there) and everywhere outside the domain."""
+    from . import fire_golden  # numba start-up: imported on first use
+
+    if not fire_golden.in_domain(w, init_L, eps):
+        return _golden_mp(w, qp, kp, init_L, eps)
+    out, bad = fire_golden.quick(w, qp, kp, init_L, eps)
+    rows = np.nonzero(bad)[0]
+    if rows.size:
+        with mpmath.workprec(200):
+            m = _mp_weights(w, init_L, eps)
+            for i in rows:
+                p = int(qp[i])
+                norm = _mp_norm(m, p)
+                for j in np.nonzero(np.isnan(out[:, i, :]).any(axis=0))[0]:
+                    out[:, i, j] = _mp_entry(m, norm, p, int(kp[j]))
     return out
 
 
@@ -129,6 +167,11 @@ def bias(q_positions, k_positions, weights, *, init_L=INIT_L, eps=EPS, backend="
         return np.moveaxis(act @ w["W2"].T + w["b2"], -1, 0)
     if backend == "cpu":
         from . import fire_cpu_kernels as kernels  # numba start-up: imported on first use
+        from . import fire_golden  # numba start-up: imported on first use
+
+        heads, hidden = w["W2"].shape
+        if heads * qp.size * kp.size * hidden >= SEGMENT_MIN_WORK and fire_golden.in_domain(w, init_L, eps):
+            return fire_golden.quick(w, qp, kp, init_L, eps, certify=False)[0]
     else:
         from . import fire_cuda_kernels as kernels  # numba start-up: imported on first use
     return kernels.bias(qp, kp, w["c"], L, eps, np.ascontiguousarray(w["W1"][:, 0]), w["b1"], w["W2"], w["b2"])

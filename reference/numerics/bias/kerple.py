@@ -65,20 +65,27 @@ def positions(p, name) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def _golden(variant, a, b, qp, kp) -> np.ndarray:
-    out = np.empty((a.size, qp.size, kp.size))
+def golden_value(variant, r1, r2, d) -> float:
+    """The golden bias at distance d >= 0 (int) for the clamped float64 r1, r2, computed in mpmath
+    at 200 bits and rounded once: golden mode's definition, and its path for the values the quick
+    phase cannot certify (kerple_golden.py)."""
     with mpmath.workprec(200):
-        for h in range(a.size):
-            r1, r2 = mpmath.mpf(float(a[h])), mpmath.mpf(float(b[h]))
-            for i, p in enumerate(qp.tolist()):
-                for j, r in enumerate(kp.tolist()):
-                    d = abs(p - r)
-                    if variant == "log":
-                        out[h, i, j] = nearest_double(-r1 * mpmath.log1p(r2 * d))
-                    else:
-                        out[h, i, j] = nearest_double(-r1 * mpmath.power(d, r2)) if d else -0.0
-    return out
+        a, b = mpmath.mpf(float(r1)), mpmath.mpf(float(r2))
+        if variant == "log":
+            return nearest_double(-a * mpmath.log1p(b * d))
+        return nearest_double(-a * mpmath.power(d, b)) if d else -0.0
 
+
+def _golden(variant, a, b, qp, kp) -> np.ndarray:
+    """Golden bias: one value per (head, distinct distance), quick phase then mpmath where its
+    rounding is not certain (kerple_golden.py), broadcast (golden_table.py)."""
+    from . import golden_table, kerple_golden  # numba start-up: imported on first use
+
+    dists, plan = golden_table.distances(qp, kp, signed=False)
+    table, flags = kerple_golden.quick(a, b, dists, variant == "log")
+    for h, t in zip(*np.nonzero(flags)):
+        table[h, t] = golden_value(variant, a[h], b[h], int(dists[t]))
+    return golden_table.broadcast(table, qp, kp, False, plan)
 
 
 def bias(q_positions, k_positions, variant, r1, r2, *, backend="cpu", mode="fast") -> np.ndarray:
