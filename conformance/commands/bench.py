@@ -432,6 +432,8 @@ def render(result) -> str:
         lines.append("")
         for t in result["targets"]:
             lines.append(f"[{'met' if t['met'] else 'NOT MET'}] {t['target']}: {t['measured']}")
+            if t.get("why"):
+                lines.append(f"    why: {t['why']}")
     return "\n".join(lines)
 
 

@@ -27,8 +27,12 @@ compensated softmax sums) on [1, 512, 512], 8 heads of 64, RoPE, causal, against
 float64 with the same projections, HF-style RoPE and ``scaled_dot_product_attention(is_causal=True)``;
 golden mode on a tiny layer for information.
 
-Targets (issue 13): elementwise families fast <= 1.3x copy, golden <= 3x fast; attention fast
-<= 2x torch eager float64 SDPA.
+Targets (issues 13 and 31): elementwise families fast <= 1.3x copy (a compute-bound family whose
+bench.py times a ``floor`` cell, FIRE's MLP arithmetic at the machine's measured float64
+throughput: fast <= 1.3x that floor instead), golden <= 3x fast; attention fast <= 1.5x torch eager
+float64 SDPA. A target that is not met is printed with the family's reason (its bench.py's
+``UNMET = {"fast": ..., "golden": ...}``: why it cannot be met on this machine), so the table says
+what was measured and why.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import time
 
 from reference import families
 
-TARGETS = {"fast_vs_copy": 1.3, "golden_vs_fast": 3.0, "attention_vs_torch": 2.0}
+TARGETS = {"fast_vs_copy": 1.3, "golden_vs_fast": 3.0, "attention_vs_torch": 1.5}
 SLOW_CELL_S = 1.0  # warm-up and first timed run both slower than this: not repeated
 # RoPE has its own table (conformance/commands/bench.py); attention is timed against torch here.
 OWN_TABLE = ("rope",)
@@ -155,27 +159,37 @@ def measure(repeat=5) -> dict:
 
 
 def check_targets(fam) -> list:
-    """[{target, measured, met}] for the families and attention."""
+    """[{target, measured, met, why?}] for the families and attention; ``why``, where a target is not
+    met, is the family's stated reason (its bench.py's ``UNMET``)."""
     out = []
     sec = fam["seconds"]
+    modules = row_modules()
+
+    def add(name, kind, target, ratio, limit):
+        row = {"target": target, "measured": f"{ratio:.2f}x", "met": bool(ratio <= limit)}
+        why = getattr(modules.get(name), "UNMET", {}).get(kind)
+        if not row["met"] and why:
+            row["why"] = why
+        out.append(row)
+
     for name, cells in sec.items():
         if name == "attention":
             continue
-        if "fast" in cells and "copy" in cells:
-            r = cells["fast"] / cells["copy"]
-            out.append({"target": f"{name} fast (cpu) <= 1.3x copy ({fam['workloads'][name]})",
-                        "measured": f"{r:.2f}x", "met": bool(r <= TARGETS["fast_vs_copy"])})
+        if "fast" in cells and "floor" in cells:
+            add(name, "fast", f"{name} fast (cpu) <= 1.3x its arithmetic at the measured float64 throughput "
+                f"({fam['workloads'][name]})", cells["fast"] / cells["floor"], TARGETS["fast_vs_copy"])
+        elif "fast" in cells and "copy" in cells:
+            add(name, "fast", f"{name} fast (cpu) <= 1.3x copy ({fam['workloads'][name]})",
+                cells["fast"] / cells["copy"], TARGETS["fast_vs_copy"])
         if "golden" in cells:
             base = cells.get("fast_small", cells.get("fast"))
-            r = cells["golden"] / base
             where = fam["golden_workloads"].get(name, fam["workloads"][name])
-            out.append({"target": f"{name} golden <= 3x fast ({where})", "measured": f"{r:.2f}x",
-                        "met": bool(r <= TARGETS["golden_vs_fast"])})
+            add(name, "golden", f"{name} golden <= 3x fast ({where})", cells["golden"] / base,
+                TARGETS["golden_vs_fast"])
     att = sec.get("attention", {})
     if "fast" in att and "torch" in att:
-        r = att["fast"] / att["torch"]
-        out.append({"target": "attention fast (cpu) <= 2x torch eager float64 SDPA", "measured": f"{r:.2f}x",
-                    "met": bool(r <= TARGETS["attention_vs_torch"])})
+        add("attention", "fast", "attention fast (cpu) <= 1.5x torch eager float64 SDPA", att["fast"] / att["torch"],
+            TARGETS["attention_vs_torch"])
     return out
 
 
@@ -217,6 +231,8 @@ def render(fam) -> str:
         fast = cell("fast")
         if "fast" in cells and "copy" in cells:
             fast += f" ({cells['fast'] / cells['copy']:.2f}x)"
+        if "fast" in cells and "floor" in cells:
+            fast += f"; {cells['fast'] / cells['floor']:.2f}x its arithmetic ({_fmt(cells['floor'])})"
         if "golden" in cells:
             base = cells.get("fast_small", cells.get("fast"))
             golden = f"{cell('golden')} ({cells['golden'] / base:.2f}x)"

@@ -30,17 +30,18 @@ def _real_array(value, name: str, ndim: int, what: str) -> np.ndarray:
         raise ValueError(f"{name}: must have a real numeric dtype, got {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name}: must be {ndim}-D {what}, got shape {arr.shape}")
-    # Always a fresh float64 C-contiguous copy: callers may write into it.
-    return np.array(arr, dtype=np.float64, order="C", copy=True)
+    # float64 C-contiguous, the caller's own array when it already is one (no copy of a table of
+    # megabytes per call): the lookup reads x and the table and writes a new array, never into them.
+    return np.ascontiguousarray(arr, dtype=np.float64)
 
 
 def check_x(x) -> np.ndarray:
-    """x: [batch, seq, d_model] of a real dtype; returned as a fresh float64 C-order array."""
+    """x: [batch, seq, d_model] of a real dtype; returned as float64 C-order (never written)."""
     return _real_array(x, "x", 3, "[batch, seq, d_model]")
 
 
 def check_table(table, d_model: int) -> np.ndarray:
-    """table: [num_positions, d_model] with at least one row; fresh float64 C-order array."""
+    """table: [num_positions, d_model] with at least one row; float64 C-order (never written)."""
     tab = _real_array(table, "table", 2, "[num_positions, d_model]")
     if tab.shape[0] < 1:
         raise ValueError("table: must have at least one row (num_positions >= 1)")

@@ -36,7 +36,7 @@ def lookup_kernel(x, positions, table, offset, out):
 
 def lookup(x: np.ndarray, positions: np.ndarray, table: np.ndarray, offset: int) -> np.ndarray:
     """Host wrapper: float64 [b, s, d] from validated contiguous inputs."""
-    out = np.full(x.shape, np.nan)
+    out = np.empty(x.shape)  # every entry written, or the call raises below
     outside = lookup_kernel(np.ascontiguousarray(x, dtype=np.float64),
                             np.ascontiguousarray(positions, dtype=np.int64),
                             np.ascontiguousarray(table, dtype=np.float64), np.int64(offset), out)

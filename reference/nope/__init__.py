@@ -8,7 +8,7 @@ Kazemnejad et al., arXiv 2305.19466): the mask alone lets token i see exactly i 
 (reference/nope/identities.py shows it).
 
 API: ``apply(x, positions, *, backend, mode) -> float64 copy of x`` (x [batch, seq, heads, dim],
-positions [batch, seq]). Backends cpu (Numba), cuda, numpy; both modes give
+positions [batch, seq]). Backends cpu and numpy (the validated float64 copy), cuda (a copy kernel); both modes give
 x exactly. Never imports torch.
 """
 
