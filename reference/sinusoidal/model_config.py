@@ -19,10 +19,8 @@ sinusoidal table, or None for any other model. Two readings, by ``model_type``:
   sinusoidal.table (concatenated, exponent "2i/d", base 10000) at d_model, graded up to the
   largest distance the model feeds: clamp_len, or klen - 1 when it clamps nothing. ``attn_type``
   other than 0 (the paper's relative attention; 1-3 are other encodings in the same code) is a
-  ConfigError naming it, as is an odd ``d_model`` or a negative clamp_len. Not graded at the
-  model's configuration: transformer_xl.score at the model's shape (its golden value of one case
-  of 4 queries and 4 keys at n_head 16, d_head 64, d_model 1024 took 15 s, docs/models.md, and
-  the clamp shows only past clamp_len keys).
+  ConfigError naming it, as is an odd ``d_model`` or a negative clamp_len. The score itself,
+  transformer_xl.score at the model's shape, is read by reference/transformer_xl/model_config.py.
 
 ``PROTOCOLS``: sinusoidal.table (the cases: reference.sinusoidal.model_cases).
 """
