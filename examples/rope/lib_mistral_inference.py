@@ -17,7 +17,6 @@ Adapters: ``apply`` (rope.apply: x as its xq), ``apply_qk`` (rope.apply_qk). Nee
 ``mistral_inference`` (pip install --no-deps); the tests skip without it.
 """
 
-import torch
 from mistral_inference.rope import apply_rotary_emb, precompute_freqs_cis
 
 from conformance import Unsupported

@@ -17,7 +17,6 @@ Adapter: ``apply`` (rope2d.apply). Needs ``rotary-embedding-torch`` (the ``test`
 tests skip without it.
 """
 
-import torch
 from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 
 from conformance import Unsupported

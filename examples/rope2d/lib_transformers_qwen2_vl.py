@@ -16,7 +16,6 @@ Adapter: ``apply`` (rope2d.apply). Needs ``transformers`` (the ``test`` extra); 
 without it.
 """
 
-import torch
 from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig
 from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLVisionRotaryEmbedding, apply_rotary_pos_emb_vision
 

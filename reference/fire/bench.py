@@ -43,6 +43,12 @@ def floor_cell():
     reps = MLP_FLOPS // (2 * _LANES)
     return lambda: throughput_kernel(acc, reps)
 GOLDEN_WORKLOAD = None  # golden is timed on WORKLOAD
+# Why a target of issue 31 is not met on the 2-core VM (posref bench prints it beside the figure).
+UNMET = {
+    "fast": ("the floor counts only the MLP's 320 multiply-adds per entry at the machine's peak; the "
+             "kernel also takes psi (a logarithm) per distance and a segment search per entry, and its "
+             "loops run without FMA contraction (not profiled further)"),
+}
 
 
 def weights(rng, heads: int, hidden: int = 32) -> dict:

@@ -13,6 +13,11 @@ from reference import learned
 
 WORKLOAD = "lookup [1, 4096, 1024], table 8192 x 1024"
 GOLDEN_WORKLOAD = None
+# Why a target of issue 31 is not met on the 2-core VM (posref bench prints it beside the figure).
+UNMET = {
+    "fast": ("the lookup reads x and the table's rows and writes their sum: three arrays of traffic "
+             "against the copy's two, 1.5x at best"),
+}
 
 
 def cells(rng) -> dict:

@@ -16,6 +16,13 @@ from reference import mrope
 
 WORKLOAD = "apply [1, 4096, 32, 128], qwen2 [16, 24, 24]"
 GOLDEN_WORKLOAD = None  # golden is timed on WORKLOAD, next to fast
+# Why a target of issue 31 is not met on the 2-core VM (posref bench prints it beside the figure).
+UNMET = {
+    "golden": ("the certified quick phase is compute-bound: about 40 operations per output (double-double "
+               "cos/sin and products, Ziv's test), what RoPE's own golden apply costs (2.5-3.3x RoPE's "
+               "fast on this machine), plus a per-pair stream position and table entry, against a fast "
+               "mode that runs at copy speed"),
+}
 SECTION = [16, 24, 24]
 
 

@@ -13,6 +13,13 @@ from reference import transformer_xl
 
 WORKLOAD = "score qlen 512, mlen 512, 8 heads of 64"
 GOLDEN_WORKLOAD = "score qlen 4, mlen 4, 2 heads of 8"
+# Why a target of issue 31 is not met on the 2-core VM (posref bench prints it beside the figure).
+UNMET = {
+    "fast": ("each score is four dot products over d_head, compensated (Dot2): compute-bound as "
+             "attention, so a copy of the output is no floor for it"),
+    "golden": ("golden mode evaluates each score's dot products exactly in mpmath (faithful reductions, "
+               "the exact W R subgrid): no quick phase yet"),
+}
 
 
 def _inputs(rng, qlen: int, mlen: int, heads: int, d_head: int):

@@ -17,17 +17,24 @@ def test_families_bench_checks_targets_and_renders_every_row():
             cells["fast_small"] = 1.0
         fam["seconds"][name] = cells
         fam["repetitions"][name] = {c: 5 for c in cells}
-    fam["seconds"]["fire"]["fast"] = 1.4
-    fam["seconds"]["attention"] = {"torch": 1.0, "fast": 1.9, "fast_small": 1.0, "golden": 50.0}
+    fam["seconds"]["fire"].update(fast=1.4, floor=1.0)  # compute-bound: graded against its arithmetic
+    fam["repetitions"]["fire"]["floor"] = 5
+    fam["seconds"]["attention"] = {"torch": 1.0, "fast": 1.4, "fast_small": 1.0, "golden": 50.0}
     fam["repetitions"]["attention"] = {c: 5 for c in fam["seconds"]["attention"]}
-    verdicts = {t["target"].split(" (")[0]: t["met"] for t in bf.check_targets(fam)}
+    targets = {t["target"].split(" (")[0]: t for t in bf.check_targets(fam)}
+    verdicts = {name: t["met"] for name, t in targets.items()}
     assert verdicts["sinusoidal fast"] and not verdicts["fire fast"]
+    assert "1.3x its arithmetic" in targets["fire fast"]["target"] and targets["fire fast"]["measured"] == "1.40x"
+    assert targets["fire fast"]["why"] == bf.row_modules()["fire"].UNMET["fast"]  # the family's reason, printed
     assert not verdicts["sinusoidal golden <= 3x fast"]  # 4 / 1.2 = 3.3x fast
     assert not verdicts["alibi golden <= 3x fast"]  # 4 / 1.0 (fast on the golden workload)
-    assert verdicts["attention fast"] and "t5 golden <= 3x fast" not in verdicts
+    assert "why" not in targets["alibi golden <= 3x fast"]  # no reason declared: the figure alone
+    assert verdicts["attention fast"] and "t5 golden <= 3x fast" not in verdicts  # 1.4x torch, within 1.5x
+    fam["seconds"]["attention"]["fast"] = 1.6
+    assert [t for t in bf.check_targets(fam) if t["target"].startswith("attention")][0]["met"] is False
     text = bf.render(fam)
     assert all(f"| {name} " in text for name in bf.workloads() if name != "attention")
-    assert "torch eager float64 SDPA" in text
+    assert "torch eager float64 SDPA" in text and "1.40x its arithmetic" in text
 
 
 def test_every_family_declares_its_bench_row():
