@@ -14,19 +14,27 @@ Rotation budget for one pair (rope.apply; rope.cache is the rotation of (1, 0)):
 - angle part: a relative angle error eps_angle turns the pair by eps * |phi|, which moves each
   element by at most eps * |phi| * sqrt(a^2 + b^2) <= eps * |phi| * (|a| + |b|). The angle
   computed in arithmetic of unit roundoff u errs by at most
-      eps_angle = u * (ln(base) * e_i + ANGLE_ROUNDINGS)
-  (first order): the exponent 2i/r rounded (u * e_i, amplified by ln(base) through the power),
-  the power (1 ulp = 2u), the reciprocal (u), the product m * theta (u) and the position
-  converted to floating point (u, exact below 2**24 in float32). ``standard`` uses u = u_32;
-  ``strict`` uses u = u_64 (``angle_roundoff``).
+      eps_angle = u * (EXPONENT_ROUNDINGS * ln(base) * e_i + ANGLE_ROUNDINGS)
+  (first order). theta_i = exp(x_i) with x_i = -ln(base) e_i: each rounding of the exponent on
+  the way to x_i is an absolute error u |x_i| = u ln(base) e_i, which exp (or the power) turns into
+  the same relative error of theta_i. HF's ``base ** (arange(0, r, 2) / r)`` rounds it once (2i/r);
+  MLX's ``mx.fast.rope`` computes exp(fl(-i * fl(fl(ln base) / h))) (h = r/2: three roundings), as
+  diffusers' sinusoids do (exp(fl(fl(fl(-ln base) * i) / h))); EXPONENT_ROUNDINGS = 3 admits all
+  of them, and conformance.core.sinusoid_budgets uses the same constant. ANGLE_ROUNDINGS counts
+  the position-independent roundings: the power or exp (1 ulp = 2u), the reciprocal (u), the
+  product m * theta (u) and the position converted to floating point (u, exact below 2**24 in
+  float32). ``standard`` uses u = u_32; ``strict`` uses u = u_64 (``angle_roundoff``).
 - floor: C_ROUND * (smallest subnormal of T), so exact zeros and underflow do not divide by 0.
 
-Frequencies (rope.frequencies): relative error of inv_freq_i within u_out + eps_angle without
-the product and position terms, with u_out the unit roundoff of the returned dtype.
+Frequencies (rope.frequencies): relative error of inv_freq_i within
+u_out + u * (EXPONENT_ROUNDINGS * ln(base) * e_i + FREQ_ROUNDINGS), eps_angle without the product
+and position terms, with u_out the unit roundoff of the returned dtype.
 
 The constants were calibrated (bench/calibrate_tolerance.py, numbers in docs/tolerance.md) on
 HF rotate_half, Meta complex freqs_cis and GPT-J rotate_every_two: their worst ratios stay near
-0.65 while angles computed in bfloat16 or float16 exceed 100.
+0.65 while angles computed in bfloat16 or float16 exceed 100. EXPONENT_ROUNDINGS was raised from 1
+(pow's single rounding of 2i/r) to 3 for MLX's fused kernel, whose angles exceeded the one-rounding
+bound by up to 1.26x at base 5e5 and 1e6 (docs/tolerance.md, section 3).
 """
 
 from __future__ import annotations
@@ -39,8 +47,13 @@ from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table
 
 C_ROUND = 3.0  # table rounding + two products + one sum (docs/tolerance.md, section 2)
 C_ANGLE = 1.0  # the first-order angle bound is used as it is (section 3)
-ANGLE_ROUNDINGS = 5.0  # power (2) + reciprocal (1) + product (1) + position conversion (1)
-FREQ_ROUNDINGS = 3.0  # power (2) + reciprocal (1): no product, no position
+# Roundings of the exponent x_i = -ln(base) e_i before exp / pow, each u |x_i| relative in theta_i:
+# fl(ln base), the division by h and the product by i (MLX's mx.fast.rope; diffusers' and fairseq's
+# sinusoids in another order); pow's rounding of 2i/r is one of them. Shared with sinusoid_budgets.
+EXPONENT_ROUNDINGS = 3.0
+# Position-independent roundings of the angle, relative to it (the exponent's are above):
+ANGLE_ROUNDINGS = 5.0  # power or exp (2) + reciprocal (1) + product m * theta (1) + position conversion (1)
+FREQ_ROUNDINGS = 3.0  # power or exp (2) + reciprocal (1): no product, no position
 ATTENTION_FACTOR_ROUNDINGS = 4.0  # a log, a sqrt or a product and a sum in float
 
 
@@ -49,9 +62,15 @@ def exponents(rotary_dim: int) -> np.ndarray:
     return 2.0 * np.arange(rotary_dim // 2, dtype=np.float64) / rotary_dim
 
 
+def exponent_error(rotary_dim: int, base: float) -> np.ndarray:
+    """EXPONENT_ROUNDINGS * |ln(base)| * e_i, float64 [r/2]: the exponent's roundings, in units of u,
+    as a relative error of theta_i (module docstring)."""
+    return EXPONENT_ROUNDINGS * abs(math.log(base)) * exponents(rotary_dim)
+
+
 def angle_relative_error(rotary_dim: int, base: float, profile: str) -> np.ndarray:
-    """eps_angle per pair, float64 [r/2]: u * (ln(base) * e_i + ANGLE_ROUNDINGS)."""
-    return angle_roundoff(profile) * (abs(math.log(base)) * exponents(rotary_dim) + ANGLE_ROUNDINGS)
+    """eps_angle per pair, float64 [r/2]: u * (EXPONENT_ROUNDINGS * ln(base) * e_i + ANGLE_ROUNDINGS)."""
+    return angle_roundoff(profile) * (exponent_error(rotary_dim, base) + ANGLE_ROUNDINGS)
 
 
 def rotation_budget(magnitude, phi, rotary_dim: int, base: float, dtype: str, profile: str):
@@ -84,10 +103,11 @@ def scaled_rotation_budget(magnitude, phi, rotary_dim: int, base: float, dtype: 
 
 
 def frequency_budget(inv_freq, rotary_dim: int, base: float, dtype: str, profile: str):
-    """Absolute budget of each inv_freq_i: theta_i * (u_out + u * (ln(base) e_i + FREQ_ROUNDINGS))."""
+    """Absolute budget of each inv_freq_i:
+    theta_i * (u_out + u * (EXPONENT_ROUNDINGS ln(base) e_i + FREQ_ROUNDINGS))."""
     theta = np.abs(np.asarray(inv_freq, dtype=np.float64))
     u = angle_roundoff(profile)
-    rel = unit_roundoff(dtype) + u * (abs(math.log(base)) * exponents(rotary_dim) + FREQ_ROUNDINGS)
+    rel = unit_roundoff(dtype) + u * (exponent_error(rotary_dim, base) + FREQ_ROUNDINGS)
     return theta * rel + SMALLEST_SUBNORMAL[dtype]
 
 

@@ -27,12 +27,14 @@ import numpy as np
 
 from dataclasses import dataclass
 
+from conformance.core.rotation_budgets import EXPONENT_ROUNDINGS
 from conformance.core.tolerance import SMALLEST_SUBNORMAL, angle_roundoff, table_roundoff
 from reference.numerics import sinusoid_frequencies, sinusoid_layouts
 
 C_ROUND = 2.0  # sin / cos (1 ulp) and the rounding to T
 ANGLE_ROUNDINGS = 5.0  # power (2), the product (1), the position converted (1), one more (log / exp)
-EXPONENT_ROUNDINGS = 3.0  # ln(base) rounded, times i, divided by h: each rounding is u |x| in w_i
+# EXPONENT_ROUNDINGS (3: ln(base) rounded, times i, divided by h; each rounding is u |x| in w_i) is
+# rotation_budgets': RoPE's angles and the sinusoids' are built the same way.
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def test_rotation_budget_formula():
     mag, phi, r, base = 2.0, 1000.0, 128, 1e4
     b = B.rotation_budget(np.full(64, mag), np.full(64, phi), r, base, "bfloat16", "standard")
     e = 2 * np.arange(64) / r
-    expected = 3 * 2.0**-8 * mag + 2.0**-24 * (math.log(base) * e + 5) * phi * mag + 3 * 2.0**-133
+    # three roundings of the exponent -ln(base) e_i (docs/tolerance.md, section 3), five of the angle
+    expected = 3 * 2.0**-8 * mag + 2.0**-24 * (3 * math.log(base) * e + 5) * phi * mag + 3 * 2.0**-133
     np.testing.assert_allclose(b, expected, rtol=1e-15)
 
 
@@ -51,8 +52,9 @@ def test_strict_is_tighter_and_position_independent_below_float64():
     for dtype in ("float32", "float16", "bfloat16"):
         near = B.rotation_budget(mag, np.zeros(4), 8, 1e4, dtype, "strict")
         far = B.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "strict")
-        # float64 angles at 2**24 add at most 15 % (float32) to the position-independent part
-        assert np.all(far < near * 1.15)
+        # float64 angles at 2**24 add at most 35 % (float32, base 1e4: 2**24 u_64 (3 ln(1e4) + 5) against
+        # 3 u_32; 15 % when the exponent was charged one rounding) to the position-independent part
+        assert np.all(far < near * 1.35)
         assert np.all(B.rotation_budget(mag, np.full(4, 2.0**24), 8, 1e4, dtype, "standard") > far)
 
 
