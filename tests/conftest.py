@@ -21,3 +21,20 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=500, deadline=None)
 settings.load_profile(os.environ.get("POSREF_HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config):
+    """Under `pytest -n N` (N >= 2), the controller fills Numba's disk cache first, two groups in
+    parallel (tests/warm.py): on a fresh clone both workers would otherwise compile the same
+    kernels at once (the golden rotation kernel alone takes about 100 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    workers = getattr(config.option, "numprocesses", None)
+    if hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2:
+        return
+    warm = Path(__file__).with_name("warm.py")
+    procs = [subprocess.Popen([sys.executable, str(warm), group]) for group in ("a", "b")]
+    for proc in procs:
+        proc.wait()
