@@ -504,6 +504,15 @@ def _digest():
 rotate_golden_kernel = _build_golden(_digest())
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of an input: Numba compiles one specialisation per writability of each
+    array, and the golden kernel takes about 100 s to compile; a stored case's arrays are read-only
+    where a fresh one's are not, so every input is handed over read-only (no copy)."""
+    view = a.view()
+    view.setflags(write=False)
+    return view
+
+
 def rotate_golden(x, positions, stream_of_pair, entry_of_pair, limbs, layout, *, factors=None, frel=0.0,
                   tail=None, first_token=0):
     """(out, flags): the golden rotation of x (validated float64 C-order [b, s, h, d], only read)
@@ -530,7 +539,10 @@ def rotate_golden(x, positions, stream_of_pair, entry_of_pair, limbs, layout, *,
     if factors is not None and fac.shape[1] not in (1, pairs):
         raise ValueError(f"factors: {fac.shape[1]} amplitudes per token for {pairs} pairs")
     work = 4 * x.size + 64 * tokens * pairs
-    run_kernel(rotate_golden_kernel, work, x, out, flags, pos, np.ascontiguousarray(stream_of_pair, dtype=np.int64),
-               np.ascontiguousarray(entry_of_pair, dtype=np.int64), lim, chunks, small_ok, fac, g, float(frel),
-               factors is not None, tail is not None, np.int64(0 if layout == "half" else 1), np.int64(first_token))
+    inputs = [x, pos, np.ascontiguousarray(stream_of_pair, dtype=np.int64),
+              np.ascontiguousarray(entry_of_pair, dtype=np.int64), lim, chunks, small_ok, fac, g]
+    x, pos, streams, entries, lim, chunks, small_ok, fac, g = (_read_only(a) for a in inputs)
+    run_kernel(rotate_golden_kernel, work, x, out, flags, pos, streams, entries, lim, chunks, small_ok, fac, g,
+               float(frel), factors is not None, tail is not None, np.int64(0 if layout == "half" else 1),
+               np.int64(first_token))
     return out, flags
