@@ -42,6 +42,15 @@ def load_example(path: Path):
         raise
 
 
+def passing_cases(report) -> list:
+    """The report's graded (not skipped) cases, after asserting that none failed or errored and the
+    run passed (acceptable included): what a test of a correct library adapter checks first."""
+    bad = [(c.id, c.dtype, c.verdict, [d.code for d in c.diagnoses]) for c in report.cases
+           if c.verdict in ("fail", "error")]
+    assert report.summary()["overall"] in ("pass", "acceptable") and not bad, bad
+    return [c for c in report.cases if c.verdict != "skip"]
+
+
 def style(name: str):
     return load_target(f"{STYLES_FILE}:{name}")
 
